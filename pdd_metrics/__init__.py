@@ -1,0 +1,41 @@
+"""Pretraining-data detection scores and metrics: NumPy arrays in, Python floats out.
+
+Every score is oriented so that higher = more likely a member; labels use 1 = member.
+"""
+
+from .evaluation import (
+    FPR_RULES,
+    OneClassError,
+    roc_auc,
+    tpr_at_fpr,
+    validate_scores_and_labels,
+)
+from .methods import (
+    DCPDD_ABLATIONS,
+    dcpdd_score,
+    loss_score,
+    lowercase_score,
+    lowest_k_count,
+    min_k_plus_plus_score,
+    min_k_score,
+    zlib_score,
+)
+from .reference import count_token_ids, log_reference_frequencies
+
+__all__ = [
+    "DCPDD_ABLATIONS",
+    "FPR_RULES",
+    "OneClassError",
+    "count_token_ids",
+    "dcpdd_score",
+    "log_reference_frequencies",
+    "loss_score",
+    "lowercase_score",
+    "lowest_k_count",
+    "min_k_plus_plus_score",
+    "min_k_score",
+    "roc_auc",
+    "tpr_at_fpr",
+    "validate_scores_and_labels",
+    "zlib_score",
+]

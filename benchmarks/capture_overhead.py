@@ -1,0 +1,94 @@
+"""Cost of per-token capture and scoring against the stock HF backend, on the same texts, in one run.
+
+    python benchmarks/capture_overhead.py [--task pdd_wikimia_64] [--texts 128] [--batch-size 8] [--repeats 3]
+
+(a) stock: ``HFLM.loglikelihood`` answering plain requests ``("", text)`` and ``("", text.lower())``,
+    exactly what a stock loglikelihood task would send;
+(b) pdd: the same requests as the pdd task sends them (per-token capture: log-probs, ids, exact
+    mu/sigma over the vocabulary), plus ``process_results`` (all six methods per text).
+The runs alternate (a, b, a, b, ...) and the medians are compared. Prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+
+import torch
+from lm_eval.api.instance import Instance
+from lm_eval.models.huggingface import HFLM
+from lm_eval.tasks import TaskManager, get_task_dict
+
+from pdd_tasks.cli import tasks_path
+from pdd_tasks.default_model import ensure_default_model
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, Python {platform.python_version()}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", default="pdd_wikimia_64")
+    parser.add_argument("--texts", type=int, default=128)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    model_dir = ensure_default_model()
+    lm = HFLM(pretrained=str(model_dir), device="cpu", batch_size=args.batch_size, dtype="float32")
+    manager = TaskManager(include_path=tasks_path())
+    task = get_task_dict([args.task], manager)[args.task]
+    docs = list(task.test_docs())[: args.texts]
+    pdd_requests = [
+        request
+        for doc_id, doc in enumerate(docs)
+        for request in task.construct_requests(doc, "", metadata=(args.task, doc_id, 1))
+    ]
+    stock_requests = [
+        Instance("loglikelihood", r.doc, r.arguments, r.idx, metadata=(r.task_name, r.doc_id, 1)) for r in pdd_requests
+    ]
+
+    def run_stock():
+        lm.loglikelihood(stock_requests, disable_tqdm=True)
+
+    def run_pdd():
+        answers = lm.loglikelihood(pdd_requests, disable_tqdm=True)
+        per_doc = len(answers) // len(docs)
+        for i, doc in enumerate(docs):
+            task.process_results(doc, answers[i * per_doc : (i + 1) * per_doc])
+        return answers
+
+    answers = run_pdd()  # warm-up; also counts tokens
+    tokens = sum(len(a.token_ids) for a in answers)
+    stock_times, pdd_times = [], []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        run_stock()
+        stock_times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        run_pdd()
+        pdd_times.append(time.perf_counter() - start)
+    stock, pdd = statistics.median(stock_times), statistics.median(pdd_times)
+    print(f"Machine: {machine()}")
+    print(f"Model: {model_dir.name} (float32, CPU), task {args.task}, {len(docs)} texts = {len(pdd_requests)} "
+          f"requests ({tokens} scored tokens), batch size {args.batch_size}, median of {args.repeats} alternating runs\n")
+    print("| path | wall time (s) | texts/s | requests/s | tokens/s | ratio to stock |")
+    print("|---|---|---|---|---|---|")
+    for name, seconds in (("stock HF loglikelihood", stock), ("pdd capture + scoring", pdd)):
+        print(f"| {name} | {seconds:.2f} | {len(docs) / seconds:.1f} | {len(pdd_requests) / seconds:.1f} | "
+              f"{tokens / seconds:.0f} | {seconds / stock:.3f} |")
+
+
+if __name__ == "__main__":
+    main()

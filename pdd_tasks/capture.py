@@ -1,0 +1,244 @@
+"""Per-token log-prob capture for lm-eval's stock HF backend (``--model hf``).
+
+Every lm-eval backend answers a loglikelihood request with ``(sum_logprob, is_greedy)`` and
+throws the per-token values away. The pdd tasks need them (and, for Min-K%++, the mean and
+standard deviation of the log-prob distribution at every position), so they send
+:class:`PerTokenRequest` instances, and :func:`install_hf_capture` teaches ``HFLM.loglikelihood``
+to answer those with a :class:`TokenScores`: the same ``(sum_logprob, is_greedy)`` tuple, carrying
+the arrays as attributes. All other requests of the run go to the stock method, unchanged.
+
+The pdd tasks call :func:`install_hf_capture` when lm-eval loads them, which is after the CLI has
+created the model; the model looks ``loglikelihood`` up on its class at answer time, so the patch
+takes effect in the same run (see HARNESS.md, "Order in lm_eval run").
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from lm_eval.api.instance import Instance
+from tqdm import tqdm
+
+
+logger = logging.getLogger(__name__)
+
+# The capture re-implements the batching of HFLM._loglikelihood_tokens of this release.
+SUPPORTED_LM_EVAL_VERSIONS = ("0.4.13",)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the scores were computed with; the same object is shared by all results of a model."""
+
+    name: str
+    backend: str
+    vocab_size: int  # size of the model's output distribution (|V| of DC-PDD Eq. 5)
+    tokenizer_fingerprint: str
+    distribution_stats: str  # how mu/sigma were obtained, e.g. "exact (full vocabulary, float32)"
+
+
+class TokenScores(tuple):
+    """``(sum_logprob, is_greedy)``, as the stock backend answers, plus per-token arrays.
+
+    Attributes (all arrays have one entry per scored token, in text order):
+        token_ids: int64, the scored tokens x_1..x_n (the start token x_0 is not included).
+        logprobs: float32, log p(x_i | x_<i).
+        mu, sigma: float32, mean and standard deviation of log p over the full next-token
+            distribution at position i (Min-K%++ Eq. 3-4).
+        model: :class:`ModelInfo`.
+        truncated_tokens: how many tokens were cut from the end of the text to fit the context.
+    """
+
+    def __new__(cls, logprob_sum, is_greedy, token_ids, logprobs, mu, sigma, model, truncated_tokens=0):
+        self = super().__new__(cls, (float(logprob_sum), bool(is_greedy)))
+        self.token_ids = np.asarray(token_ids, dtype=np.int64)
+        self.logprobs = np.asarray(logprobs, dtype=np.float32)
+        self.mu = np.asarray(mu, dtype=np.float32)
+        self.sigma = np.asarray(sigma, dtype=np.float32)
+        self.model = model
+        self.truncated_tokens = int(truncated_tokens)
+        return self
+
+    def __reduce__(self):  # keeps the arrays through pickling (--use_cache)
+        return (
+            TokenScores,
+            (self[0], self[1], self.token_ids, self.logprobs, self.mu, self.sigma, self.model, self.truncated_tokens),
+        )
+
+
+@dataclass
+class PerTokenRequest(Instance):
+    """A loglikelihood request whose answer must carry per-token values.
+
+    Arguments are ``("", text)``: an empty context, so the text is scored after the model's start
+    token (DC-PDD Eq. 2). ``truncate`` allows cutting a text longer than the context window (the
+    beginning is kept); without it such a text is an error.
+    """
+
+    truncate: bool = False
+
+
+class TextTooLongError(ValueError):
+    pass
+
+
+def check_lm_eval_version() -> None:
+    installed = importlib.metadata.version("lm_eval")
+    if installed not in SUPPORTED_LM_EVAL_VERSIONS:
+        raise RuntimeError(
+            f"lm-eval-pdd's per-token capture for the HF backend was written for lm-eval "
+            f"{', '.join(SUPPORTED_LM_EVAL_VERSIONS)}, but lm-eval {installed} is installed. "
+            f"Install a supported version: pip install 'lm-eval[hf,api]=={SUPPORTED_LM_EVAL_VERSIONS[-1]}'"
+        )
+
+
+def install_hf_capture() -> None:
+    """Make ``HFLM.loglikelihood`` answer :class:`PerTokenRequest`s with :class:`TokenScores`.
+
+    Idempotent. Requests of every other type reach the stock method exactly as before.
+    """
+    from lm_eval.models.huggingface import HFLM
+
+    check_lm_eval_version()
+    if getattr(HFLM.loglikelihood, "_pdd_capture", False):
+        return
+    stock_loglikelihood = HFLM.loglikelihood
+
+    def loglikelihood(self, requests, disable_tqdm: bool = False):
+        per_token = [i for i, req in enumerate(requests) if isinstance(req, PerTokenRequest)]
+        if not per_token:
+            return stock_loglikelihood(self, requests, disable_tqdm=disable_tqdm)
+        answers: list = [None] * len(requests)
+        per_token_set = set(per_token)
+        others = [i for i in range(len(requests)) if i not in per_token_set]
+        if others:
+            stock = stock_loglikelihood(self, [requests[i] for i in others], disable_tqdm=disable_tqdm)
+            for i, answer in zip(others, stock, strict=True):
+                answers[i] = answer
+        captured = score_per_token_hf(self, [requests[i] for i in per_token], disable_tqdm=disable_tqdm)
+        for i, answer in zip(per_token, captured, strict=True):
+            answers[i] = answer
+        return answers
+
+    loglikelihood._pdd_capture = True
+    loglikelihood.__doc__ = stock_loglikelihood.__doc__
+    HFLM.loglikelihood = loglikelihood
+
+
+def hf_model_info(lm) -> ModelInfo:
+    """Identity of an HFLM's model and tokenizer (computed once per model object)."""
+    info = getattr(lm, "_pdd_model_info", None)
+    if info is None:
+        from pdd_tasks.freq_tables import tokenizer_fingerprint
+
+        config = lm.model.config
+        vocab_size = lm.model.get_output_embeddings().weight.shape[0]
+        info = ModelInfo(
+            name=str(getattr(config, "name_or_path", "") or type(lm.model).__name__),
+            backend="hf",
+            vocab_size=int(vocab_size),
+            tokenizer_fingerprint=tokenizer_fingerprint(lm.tokenizer),
+            distribution_stats="exact (full vocabulary, float32)",
+        )
+        lm._pdd_model_info = info
+    return info
+
+
+def _encode_text(lm, request: PerTokenRequest) -> tuple[list[int], list[int], int]:
+    """Tokens as stock ``TemplateLM.loglikelihood`` builds them for an empty context."""
+    context, text = request.args
+    if context != "":
+        raise ValueError(
+            f"{request.task_name} doc {request.doc_id}: per-token requests are scored after the start "
+            f"token and take an empty context, got a context of {len(context)} characters."
+        )
+    tokens = lm.tok_encode(text, add_special_tokens=False)
+    if not tokens:
+        raise ValueError(
+            f"{request.task_name} doc {request.doc_id}: the text has no tokens (empty text); "
+            f"remove empty texts from the dataset."
+        )
+    if lm.prefix_token_id != tokens[0]:
+        context_enc, continuation_enc = [lm.prefix_token_id], tokens
+    else:
+        context_enc, continuation_enc = tokens[:1], tokens[1:]
+    truncated = max(0, len(continuation_enc) - lm.max_length)
+    if truncated and not request.truncate:
+        raise TextTooLongError(
+            f"{request.task_name} doc {request.doc_id}: the text has {len(continuation_enc)} tokens, "
+            f"more than the model's context window of {lm.max_length} tokens. Score shorter texts, a "
+            f"model with a longer context, or allow truncation with --metadata "
+            f"'{{\"truncate\": true}}' (keeps the first {lm.max_length} tokens of each long text)."
+        )
+    if truncated:
+        continuation_enc = continuation_enc[: lm.max_length]
+    return context_enc, continuation_enc, truncated
+
+
+def score_per_token_hf(lm, requests: list[PerTokenRequest], disable_tqdm: bool = False) -> list[TokenScores]:
+    """Answer per-token requests with one forward pass each, batched as HFLM batches.
+
+    Sorting, batch size (including ``auto``), right padding and the model call are those of
+    ``HFLM._loglikelihood_tokens``; the log-softmax is taken in float32 on the model's device, and
+    mu/sigma are reduced there over the full vocabulary, so only O(tokens) values leave the device.
+    """
+    from lm_eval.models.utils import Collator
+    from lm_eval.models.utils_hf import pad_and_concat
+
+    if lm.backend != "causal":
+        raise ValueError("lm-eval-pdd scores causal language models only (--model hf with a decoder-only model).")
+    info = hf_model_info(lm)
+    encoded = [(request.args, *_encode_text(lm, request)) for request in requests]
+    truncated = sum(cut > 0 for *_, cut in encoded)
+    if truncated:
+        logger.warning(
+            "%d text(s) were longer than the context window (%d tokens) and were truncated to their "
+            "first %d tokens, as asked with truncate=true.",
+            truncated,
+            lm.max_length,
+            lm.max_length,
+        )
+
+    re_ord = Collator(encoded, sort_fn=lambda req: (-len(req[1] + req[2]), tuple(req[1] + req[2])))
+    auto = lm.batch_size == "auto"
+    if auto:
+        lm.batch_sizes = {}
+    chunks = re_ord.get_batched(
+        n=0 if auto else lm.batch_size,
+        batch_fn=lm._batch_scheduler if auto and len(re_ord) > 0 else None,
+    )
+    results = []
+    pbar = tqdm(total=len(encoded), disable=(disable_tqdm or lm.rank != 0), desc="Scoring texts (per-token log-probs)")
+    for chunk in chunks:
+        inputs = [torch.tensor((ctx + cont)[:-1], dtype=torch.long, device=lm.device) for _, ctx, cont, _ in chunk]
+        input_lengths = [len(inp) for inp in inputs]
+        batch = pad_and_concat(max(input_lengths), inputs, padding_side="right")  # pads `inputs` in place
+        logprobs = F.log_softmax(lm._model_call(batch), dim=-1, dtype=torch.float32)
+        for (request_args, _, cont, cut), row, length in zip(chunk, logprobs, input_lengths, strict=True):
+            positions = row[length - len(cont) : length]  # [n, V]: predictions of x_1..x_n
+            targets = torch.tensor(cont, dtype=torch.long, device=lm.device)
+            token_logprobs = positions.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+            probs = positions.exp()
+            mu = (probs * positions).sum(-1)
+            sigma = (probs * (positions - mu.unsqueeze(-1)).square()).sum(-1).clamp_min(0).sqrt()
+            is_greedy = bool((positions.argmax(-1) == targets).all())
+            answer = TokenScores(
+                token_logprobs.sum(),
+                is_greedy,
+                cont,
+                token_logprobs.cpu().numpy(),
+                mu.cpu().numpy(),
+                sigma.cpu().numpy(),
+                info,
+                truncated_tokens=cut,
+            )
+            results.append(answer)
+            lm.cache_hook.add_partial("loglikelihood", request_args, answer)
+            pbar.update(1)
+    pbar.close()
+    return re_ord.get_original(results)

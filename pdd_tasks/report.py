@@ -1,0 +1,59 @@
+"""A per-method table (methods as rows, tasks as columns) from an lm-eval results JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pdd_tasks.task import ABLATION_METHODS, BASE_METHODS
+
+METHOD_LABELS = {
+    "loss": "Loss",
+    "zlib": "Zlib",
+    "lowercase": "Lowercase",
+    "min_k": "Min-K% (k=0.2)",
+    "min_k_pp": "Min-K%++ (k=0.2)",
+    "dcpdd": "DC-PDD",
+    "dcpdd_cld": "DC-PDD ablation CLD",
+    "dcpdd_lup": "DC-PDD ablation +LUP",
+}
+
+
+def latest_results_file(path: Path) -> Path:
+    """``path`` itself if it is a file, else the newest ``results_*.json`` below it."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    files = sorted(path.rglob("results_*.json"), key=lambda p: p.stat().st_mtime)
+    if not files:
+        raise FileNotFoundError(f"No results_*.json under {path}; pass lm_eval's --output_path directory or a results file.")
+    return files[-1]
+
+
+def method_table(results: dict, metrics: tuple[str, ...] = ("auc", "tpr@fpr<5%")) -> str:
+    """Markdown table: one row per method, one column per (pdd task, metric)."""
+    tasks = sorted(
+        (name for name, values in results["results"].items() if any(k.startswith("dcpdd_auc") for k in values)),
+        key=lambda name: (len(name), name),
+    )
+    if not tasks:
+        raise ValueError("The results contain no pdd task (no dcpdd_auc metric).")
+    methods = [
+        m for m in BASE_METHODS + ABLATION_METHODS if any(f"{m}_auc,none" in results["results"][t] for t in tasks)
+    ]
+    header = ["method"] + [f"{task} {metric.upper() if metric == 'auc' else metric.replace('tpr', 'TPR').replace('fpr', 'FPR')}" for task in tasks for metric in metrics]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for method in methods:
+        cells = [METHOD_LABELS.get(method, method)]
+        for task in tasks:
+            for metric in metrics:
+                value = results["results"][task].get(f"{method}_{metric},none")
+                cells.append("n/a" if value is None else f"{value:.3f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    sizes = ", ".join(f"{task}: {results['n-samples'][task]['effective']} texts" for task in tasks if task in results.get("n-samples", {}))
+    return "\n".join(lines) + (f"\n\n{sizes}" if sizes else "")
+
+
+def print_method_table(path: Path) -> str:
+    file = latest_results_file(path)
+    return method_table(json.loads(file.read_text()))

@@ -1,0 +1,242 @@
+"""The lm-eval task class shared by every pdd benchmark.
+
+A pdd task scores each labelled text with every detection method from one forward pass (plus one
+for the lowercased text, for the Lowercase method) and reports, per method, the dataset-level AUC and
+TPR at 5% and 1% FPR. Per-text scores are in ``--log_samples`` (each metric's value is the pair
+``[score, label]``; higher score = more likely a member).
+
+Method settings are task metadata; a user overrides them from the command line, e.g.
+``--metadata '{"dcpdd_a": 10, "freq_table": "my_table.npz"}'``. See :class:`ScoringSettings`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from lm_eval.api.task import ConfigurableTask
+
+from pdd_metrics import (
+    dcpdd_score,
+    loss_score,
+    lowercase_score,
+    min_k_plus_plus_score,
+    min_k_score,
+    zlib_score,
+)
+from pdd_tasks import aggregations
+from pdd_tasks.capture import ModelInfo, PerTokenRequest, TokenScores, install_hf_capture
+from pdd_tasks.data_loading import load_split, normalise_rows, read_local_rows
+from pdd_tasks.freq_tables import FrequencyTable, default_table_path
+
+
+logger = logging.getLogger(__name__)
+
+BASE_METHODS = ("loss", "zlib", "lowercase", "min_k", "min_k_pp", "dcpdd")
+ABLATION_METHODS = ("dcpdd_cld", "dcpdd_lup")  # DC-PDD paper's ablations (Sec. 5); dcpdd itself is +SFO
+
+
+@dataclass(frozen=True)
+class ScoringSettings:
+    """Method hyperparameters, read from the task's metadata (YAML or ``--metadata``).
+
+    Attributes:
+        min_k: k of Min-K% Prob (fraction of lowest-scoring tokens; Shi et al. 2024 use 0.2).
+        min_k_pp: k of Min-K%++ (Zhang et al. 2025 use 0.2).
+        dcpdd_a: the cap a of DC-PDD Eq. 7 (paper's recommendation 0.01; 10 in its BookMIA table).
+        dcpdd_ablations: also report the paper's ablations CLD and +LUP.
+        lowercase: score the lowercased text too (one more forward pass per text) for Lowercase.
+        freq_table: path of a DC-PDD reference frequency table; default: the table shipped for
+            the default model's tokenizer (refused for any other tokenizer).
+        truncate: allow texts longer than the model's context window, keeping their beginning
+            (without it, such a text is an error).
+    """
+
+    min_k: float = 0.2
+    min_k_pp: float = 0.2
+    dcpdd_a: float = 0.01
+    dcpdd_ablations: bool = False
+    lowercase: bool = True
+    freq_table: str | None = None
+    truncate: bool = False
+
+    @classmethod
+    def from_metadata(cls, metadata: dict) -> ScoringSettings:
+        values = {}
+        for field in dataclasses.fields(cls):
+            if field.name not in metadata:
+                continue
+            value = metadata[field.name]
+            if field.name in ("min_k", "min_k_pp"):
+                if not isinstance(value, (int, float)) or not 0 < value <= 1:
+                    raise ValueError(f"metadata {field.name}={value!r}: expected a fraction in (0, 1], e.g. 0.2.")
+                value = float(value)
+            elif field.name == "dcpdd_a":
+                if not isinstance(value, (int, float)) or value <= 0:
+                    raise ValueError(f"metadata dcpdd_a={value!r}: expected a positive number (paper: 0.01 or 10).")
+                value = float(value)
+            elif field.name == "freq_table":
+                value = None if value in (None, "") else str(value)
+            elif not isinstance(value, bool):
+                raise ValueError(f"metadata {field.name}={value!r}: expected true or false.")
+            values[field.name] = value
+        return cls(**values)
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        methods = tuple(m for m in BASE_METHODS if self.lowercase or m != "lowercase")
+        return methods + (ABLATION_METHODS if self.dcpdd_ablations else ())
+
+
+def metric_list(methods: tuple[str, ...]) -> list[dict]:
+    """One harness metric per (method, dataset-level metric); values are (score, label) pairs."""
+    return [
+        {"metric": f"{method}_{name}", "aggregation": aggregate, "higher_is_better": True}
+        for method in methods
+        for name, aggregate in aggregations.AGGREGATIONS.items()
+    ]
+
+
+def score_text(
+    text: str,
+    scores: TokenScores,
+    lowercase_scores: TokenScores | None,
+    log_reference_freq: np.ndarray,
+    settings: ScoringSettings,
+) -> dict[str, float]:
+    """Every method's score of one text (higher = more likely a member)."""
+    result = {
+        "loss": loss_score(scores.logprobs),
+        "zlib": zlib_score(scores.logprobs, text),
+        "min_k": min_k_score(scores.logprobs, k=settings.min_k),
+        "min_k_pp": min_k_plus_plus_score(scores.logprobs, scores.mu, scores.sigma, k=settings.min_k_pp),
+        "dcpdd": dcpdd_score(scores.logprobs, scores.token_ids, log_reference_freq, a=settings.dcpdd_a),
+    }
+    if lowercase_scores is not None:
+        result["lowercase"] = lowercase_score(scores.logprobs, lowercase_scores.logprobs)
+    if settings.dcpdd_ablations:
+        result["dcpdd_cld"] = dcpdd_score(
+            scores.logprobs, scores.token_ids, log_reference_freq, a=None, first_occurrence_only=False
+        )
+        result["dcpdd_lup"] = dcpdd_score(
+            scores.logprobs, scores.token_ids, log_reference_freq, a=settings.dcpdd_a, first_occurrence_only=False
+        )
+    return result
+
+
+class BackendWithoutTokenLogprobs(RuntimeError):
+    pass
+
+
+class MembershipInferenceTask(ConfigurableTask):
+    """A labelled membership-inference benchmark (label 1 = member) scored with every method.
+
+    YAML keys used besides the usual ones: ``dataset_path`` (HF Hub id, the documented source),
+    ``test_split``, and metadata ``packaged_file`` (a copy shipped in ``pdd_tasks/data``),
+    ``data_source`` (``package``, ``hub`` or a local directory), ``text_field``, ``label_field``.
+    """
+
+    def __init__(self, config: dict) -> None:
+        config = dict(config)
+        config.pop("class", None)
+        metadata = dict(config.get("metadata") or {})
+        self.settings = ScoringSettings.from_metadata(metadata)
+        config["metric_list"] = metric_list(self.settings.methods)
+        # Metric values come from process_results below; this stops the harness from looking the
+        # metric names up in HF `evaluate`.
+        config["process_results"] = self.process_results
+        install_hf_capture()
+        self._log_reference_freq: np.ndarray | None = None
+        super().__init__(config=config)
+
+    # -- data ------------------------------------------------------------------------------------
+
+    def download(self, dataset_kwargs=None, **kwargs) -> None:
+        metadata = self.config.metadata or {}
+        split = load_split(
+            hub_id=self.config.dataset_path,
+            split=self.config.test_split,
+            packaged_file=metadata.get("packaged_file"),
+            data_source=str(metadata.get("data_source", "package")),
+            text_field=metadata.get("text_field", "input"),
+            label_field=metadata.get("label_field", "label"),
+        )
+        self.dataset = {self.config.test_split: split}
+
+    # -- requests --------------------------------------------------------------------------------
+
+    def construct_requests(self, doc: dict, ctx, **kwargs) -> list[PerTokenRequest]:
+        texts = [doc["text"]]
+        if self.settings.lowercase:
+            texts.append(doc["text"].lower())
+        return [
+            PerTokenRequest(
+                request_type="loglikelihood",
+                doc=doc,
+                arguments=("", text),
+                idx=index,
+                metadata=kwargs.get("metadata", (self.config.task, None, 1)),
+                truncate=self.settings.truncate,
+            )
+            for index, text in enumerate(texts)
+        ]
+
+    # -- scoring ---------------------------------------------------------------------------------
+
+    def process_results(self, doc: dict, results: list) -> dict[str, tuple[float, int]]:
+        for result in results:
+            if not isinstance(result, TokenScores):
+                raise BackendWithoutTokenLogprobs(
+                    f"{self.config.task}: the model backend returned {type(result).__name__} {result!r} "
+                    f"without per-token log-probs. lm-eval-pdd captures them from the HF backend "
+                    f"(--model hf); other backends cannot be used yet."
+                )
+        log_freq = self.reference_log_frequencies(results[0].model)
+        scores = score_text(
+            doc["text"], results[0], results[1] if self.settings.lowercase else None, log_freq, self.settings
+        )
+        label = int(doc["label"])
+        return {
+            f"{method}_{name}": (scores[method], label)
+            for method in self.settings.methods
+            for name in aggregations.AGGREGATIONS
+        }
+
+    def reference_log_frequencies(self, model: ModelInfo) -> np.ndarray:
+        """log f(v) of DC-PDD Eq. 5 for the model's vocabulary, from the configured table (once)."""
+        if self._log_reference_freq is None:
+            path = Path(self.settings.freq_table) if self.settings.freq_table else default_table_path()
+            table = FrequencyTable.load(path)
+            table.check_matches(model.tokenizer_fingerprint, model.name)
+            self._log_reference_freq = table.log_frequencies(model.vocab_size)
+            used = {
+                "path": str(path),
+                "tokenizer": table.tokenizer_name,
+                "total_tokens": int(table.total_tokens),
+                "corpus": table.corpus,
+            }
+            self.config.metadata["freq_table_used"] = used
+            logger.info("%s: DC-PDD reference frequencies from %s", self.config.task, used)
+        return self._log_reference_freq
+
+
+class CustomMembershipTask(MembershipInferenceTask):
+    """The user's own labelled texts from a local JSONL or CSV file.
+
+    ``--metadata '{"data_files": "texts.jsonl", "text_field": "text", "label_field": "label"}'``
+    """
+
+    def download(self, dataset_kwargs=None, **kwargs) -> None:
+        metadata = self.config.metadata or {}
+        path = metadata.get("data_files")
+        if not path:
+            raise ValueError(
+                "pdd_custom needs a data file: --metadata '{\"data_files\": \"texts.jsonl\"}' "
+                "(JSONL or CSV with a text field and a 0/1 label field; 1 = member)."
+            )
+        rows = read_local_rows(path)
+        split = normalise_rows(rows, str(path), metadata.get("text_field", "text"), metadata.get("label_field", "label"))
+        self.dataset = {self.config.test_split: split}

@@ -1,0 +1,183 @@
+"""End to end through the real ``lm_eval`` command line with a tiny GPT-2 built in a fixture."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from pdd_metrics import dcpdd_score, loss_score, lowercase_score, min_k_plus_plus_score, min_k_score, zlib_score
+from pdd_tasks.freq_tables import FrequencyTable
+from pdd_tasks.task import BASE_METHODS
+
+from conftest import build_table_for, build_tiny_model, read_results, read_samples, run_lm_eval, tasks_path, train_on, wikimia_rows
+
+
+LIMIT = 24
+
+
+def run_pdd(model_dir, table, out, task="pdd_wikimia_32", batch_size=1, limit=LIMIT, metadata=None, include=None):
+    meta = {"freq_table": str(table), **(metadata or {})}
+    args = [
+        "--model", "hf",
+        "--model_args", f"pretrained={model_dir},dtype=float32",
+        "--device", "cpu",
+        "--include_path", str(include or tasks_path()),
+        "--tasks", task,
+        "--batch_size", str(batch_size),
+        "--metadata", json.dumps(meta),
+        "--output_path", str(out),
+        "--log_samples",
+    ]
+    if limit:
+        args += ["--limit", str(limit)]
+    return run_lm_eval(args, cwd=out.parent)
+
+
+def direct_token_stats(model, tokenizer, text):
+    """log p(x_i | x_<i), mu_i, sigma_i from a plain transformers forward pass after <|endoftext|>."""
+    ids = tokenizer(text, add_special_tokens=False).input_ids
+    inputs = torch.tensor([[tokenizer.eos_token_id] + ids])
+    with torch.no_grad():
+        logp = torch.log_softmax(model(inputs).logits[0, :-1].double(), dim=-1)
+    token_logp = logp[torch.arange(len(ids)), torch.tensor(ids)].numpy()
+    p = logp.exp()
+    mu = (p * logp).sum(-1)
+    sigma = ((p * (logp - mu[:, None]) ** 2).sum(-1)).sqrt()
+    return np.array(ids), token_logp, mu.numpy(), sigma.numpy()
+
+
+def scores_by_doc(samples):
+    return {s["doc_id"]: {m: s[f"{m}_auc"][0] for m in BASE_METHODS} for s in samples}
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_model, tiny_table, tmp_path_factory):
+    out = {}
+    for batch_size in (1, 8):
+        directory = tmp_path_factory.mktemp(f"bs{batch_size}") / "out"
+        run_pdd(tiny_model, tiny_table, directory, batch_size=batch_size)
+        out[batch_size] = directory
+    return out
+
+
+def test_log_samples_equal_direct_forward_pass(runs, tiny_model, tiny_table):
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    log_freq = FrequencyTable.load(tiny_table).log_frequencies(model.config.vocab_size)
+    samples = read_samples(runs[1], "pdd_wikimia_32")
+    assert len(samples) == LIMIT
+    for sample in samples:
+        text = sample["doc"]["text"]
+        ids, logp, mu, sigma = direct_token_stats(model, tokenizer, text)
+        _, lower_logp, _, _ = direct_token_stats(model, tokenizer, text.lower())
+        expected = {
+            "loss": loss_score(logp),
+            "zlib": zlib_score(logp, text),
+            "lowercase": lowercase_score(logp, lower_logp),
+            "min_k": min_k_score(logp, 0.2),
+            "min_k_pp": min_k_plus_plus_score(logp, mu, sigma, 0.2),
+            "dcpdd": dcpdd_score(logp, ids, log_freq, a=0.01),
+        }
+        for method, value in expected.items():
+            score, label = sample[f"{method}_auc"]
+            assert label == sample["doc"]["label"]
+            assert score == pytest.approx(value, abs=1e-4), (method, sample["doc_id"])
+
+
+def test_scores_do_not_depend_on_batch_size(runs):
+    one = scores_by_doc(read_samples(runs[1], "pdd_wikimia_32"))
+    eight = scores_by_doc(read_samples(runs[8], "pdd_wikimia_32"))
+    assert one.keys() == eight.keys()
+    for doc_id in one:
+        for method in BASE_METHODS:
+            assert eight[doc_id][method] == pytest.approx(one[doc_id][method], abs=1e-5)
+
+
+def test_results_json_has_every_method_and_metric(runs, tiny_table):
+    results = read_results(runs[8])
+    metrics = results["results"]["pdd_wikimia_32"]
+    for method in BASE_METHODS:
+        for name in ("auc", "tpr@fpr<5%", "tpr@fpr<1%"):
+            value = metrics[f"{method}_{name},none"]
+            assert 0.0 <= value <= 1.0
+    used = results["configs"]["pdd_wikimia_32"]["metadata"]["freq_table_used"]
+    assert used["path"] == str(tiny_table)
+
+
+def test_trained_model_separates_members(tmp_path):
+    """A tiny model trained on half of some texts tells them from the other half."""
+    rows = [row["input"] for row in wikimia_rows(32)]
+    random.Random(0).shuffle(rows)
+    members, non_members = rows[:40], rows[40:80]
+    model_dir = build_tiny_model(tmp_path / "model", seed=1)
+    train_on(model_dir, members, steps=300)
+    table = build_table_for(model_dir, tmp_path / "table.npz")
+    data = tmp_path / "texts.jsonl"
+    data.write_text(
+        "".join(json.dumps({"text": t, "label": 1}) + "\n" for t in members)
+        + "".join(json.dumps({"text": t, "label": 0}) + "\n" for t in non_members)
+    )
+    out = tmp_path / "out"
+    run_pdd(model_dir, table, out, task="pdd_custom", batch_size=8, limit=None, metadata={"data_files": str(data)})
+    metrics = read_results(out)["results"]["pdd_custom"]
+    for method in ("loss", "min_k", "min_k_pp", "dcpdd"):
+        assert metrics[f"{method}_auc,none"] > 0.8, (method, metrics[f"{method}_auc,none"])
+
+
+STOCK_TASK = """
+task: local_choice
+dataset_path: json
+dataset_kwargs:
+  data_files: {data}
+test_split: train
+output_type: multiple_choice
+doc_to_text: "{{{{question}}}}"
+doc_to_choice: "{{{{choices}}}}"
+doc_to_target: answer
+metric_list:
+  - metric: acc
+    aggregation: mean
+    higher_is_better: true
+metadata:
+  version: 1.0
+"""
+
+
+def test_stock_task_answers_unchanged_by_plugin(tiny_model, tiny_table, tmp_path):
+    rows = wikimia_rows(32)[:12]
+    data = tmp_path / "choice.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({"question": r["input"][:60], "choices": [r["input"][60:100], " the end.", " and so on"], "answer": 0}) + "\n"
+            for r in rows
+        )
+    )
+    stock_only = tmp_path / "stock_tasks"
+    stock_only.mkdir()
+    (stock_only / "local_choice.yaml").write_text(STOCK_TASK.format(data=data))
+    mixed = tmp_path / "mixed_tasks"
+    shutil.copytree(tasks_path(), mixed, ignore=shutil.ignore_patterns("__pycache__", "*.py"))
+    (mixed / "local_choice.yaml").write_text(STOCK_TASK.format(data=data))
+
+    for batch_size in (1, 4):
+        alone = tmp_path / f"alone{batch_size}" / "out"
+        alone.parent.mkdir()
+        run_lm_eval(
+            ["--model", "hf", "--model_args", f"pretrained={tiny_model},dtype=float32", "--device", "cpu",
+             "--include_path", str(stock_only), "--tasks", "local_choice", "--batch_size", str(batch_size),
+             "--output_path", str(alone), "--log_samples"],
+            cwd=alone.parent,
+        )
+        together = tmp_path / f"together{batch_size}" / "out"
+        together.parent.mkdir()
+        run_pdd(tiny_model, tiny_table, together, task="local_choice,pdd_wikimia_32", batch_size=batch_size, limit=12, include=mixed)
+        assert read_samples(together, "pdd_wikimia_32")  # the plugin really ran in this process
+        resps_alone = [s["resps"] for s in read_samples(alone, "local_choice")]
+        resps_together = [s["resps"] for s in read_samples(together, "local_choice")]
+        assert resps_alone == resps_together
