@@ -12,6 +12,7 @@ Method settings are task metadata; a user overrides them from the command line, 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ from pdd_metrics import (
 from pdd_tasks import aggregations
 from pdd_tasks.capture import ModelInfo, PerTokenRequest, TokenScores, install_hf_capture
 from pdd_tasks.data_loading import load_split, normalise_rows, read_local_rows
-from pdd_tasks.freq_tables import FrequencyTable, default_table_path
+from pdd_tasks.freq_tables import FrequencyTable, default_table_path, tokenizer_fingerprint
 
 
 logger = logging.getLogger(__name__)
@@ -127,6 +128,18 @@ def score_text(
     return result
 
 
+@functools.lru_cache(maxsize=8)
+def _fingerprint_of(tokenizer_name: str) -> str | None:
+    """Fingerprint of a tokenizer by name or path, or None where it cannot be loaded here."""
+    try:
+        from transformers import AutoTokenizer
+
+        return tokenizer_fingerprint(AutoTokenizer.from_pretrained(tokenizer_name))
+    except Exception as error:  # offline hub name, GGUF-only directory, ...: checked later instead
+        logger.debug("Could not load tokenizer %r for the early table check: %s", tokenizer_name, error)
+        return None
+
+
 class BackendWithoutTokenLogprobs(RuntimeError):
     pass
 
@@ -151,6 +164,7 @@ class MembershipInferenceTask(ConfigurableTask):
         install_hf_capture()
         self._log_reference_freq: np.ndarray | None = None
         super().__init__(config=config)
+        self.check_table_before_scoring(metadata)
 
     # -- data ------------------------------------------------------------------------------------
 
@@ -205,10 +219,27 @@ class MembershipInferenceTask(ConfigurableTask):
             for name in aggregations.AGGREGATIONS
         }
 
+    def freq_table_path(self) -> Path:
+        return Path(self.settings.freq_table) if self.settings.freq_table else default_table_path()
+
+    def check_table_before_scoring(self, metadata: dict) -> None:
+        """Refuse a mismatched frequency table before any model work, where the CLI named the model.
+
+        ``lm_eval`` merges ``--model_args`` into task metadata, so ``pretrained`` (or ``tokenizer``)
+        is known here for HF models given by name or path. Where the tokenizer cannot be loaded from
+        that name, the same check runs when the first text is scored.
+        """
+        name = metadata.get("tokenizer") or metadata.get("pretrained")
+        if not isinstance(name, str):
+            return
+        fingerprint = _fingerprint_of(name)
+        if fingerprint is not None:
+            FrequencyTable.load(self.freq_table_path()).check_matches(fingerprint, name)
+
     def reference_log_frequencies(self, model: ModelInfo) -> np.ndarray:
         """log f(v) of DC-PDD Eq. 5 for the model's vocabulary, from the configured table (once)."""
         if self._log_reference_freq is None:
-            path = Path(self.settings.freq_table) if self.settings.freq_table else default_table_path()
+            path = self.freq_table_path()
             table = FrequencyTable.load(path)
             table.check_matches(model.tokenizer_fingerprint, model.name)
             self._log_reference_freq = table.log_frequencies(model.vocab_size)
