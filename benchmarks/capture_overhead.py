@@ -19,7 +19,7 @@ import time
 import torch
 from lm_eval.api.instance import Instance
 from lm_eval.models.huggingface import HFLM
-from lm_eval.tasks import TaskManager, get_task_dict
+from lm_eval.tasks import TaskManager
 
 from pdd_tasks.cli import tasks_path
 from pdd_tasks.default_model import ensure_default_model
@@ -48,7 +48,7 @@ def main() -> None:
     model_dir = ensure_default_model()
     lm = HFLM(pretrained=str(model_dir), device="cpu", batch_size=args.batch_size, dtype="float32")
     manager = TaskManager(include_path=tasks_path())
-    task = get_task_dict([args.task], manager)[args.task]
+    task = manager.load(args.task)["tasks"][args.task]
     docs = list(task.test_docs())[: args.texts]
     pdd_requests = [
         request

@@ -1,0 +1,62 @@
+"""The capture's contract with lm-eval, short of a model run (those are in test_cli_end_to_end)."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from lm_eval.models.huggingface import HFLM
+from lm_eval.tasks import TaskManager
+
+from pdd_tasks import capture
+from pdd_tasks.capture import ModelInfo, TokenScores, install_hf_capture
+from pdd_tasks.task import BackendWithoutTokenLogprobs
+
+from conftest import tasks_path
+
+
+INFO = ModelInfo(name="m", backend="hf", vocab_size=10, tokenizer_fingerprint="f", distribution_stats="exact")
+
+
+def token_scores():
+    return TokenScores(-3.5, False, [1, 2, 3], [-1.0, -2.0, -0.5], [-1.2, -1.1, -1.0], [0.5, 0.4, 0.3], INFO)
+
+
+def test_token_scores_is_the_stock_answer_tuple():
+    scores = token_scores()
+    assert scores == (-3.5, False)
+    logprob, is_greedy = scores  # what stock tasks unpack
+    assert (logprob, is_greedy) == (-3.5, False)
+    assert repr(scores) == "(-3.5, False)"  # --log_samples stringifies resps: no arrays in the log
+
+
+def test_token_scores_survive_pickling_for_use_cache():
+    restored = pickle.loads(pickle.dumps(token_scores()))
+    assert isinstance(restored, TokenScores)
+    assert restored == (-3.5, False)
+    np.testing.assert_array_equal(restored.token_ids, [1, 2, 3])
+    np.testing.assert_array_equal(restored.logprobs, np.float32([-1.0, -2.0, -0.5]))
+    np.testing.assert_array_equal(restored.sigma, np.float32([0.5, 0.4, 0.3]))
+    assert restored.model == INFO
+
+
+def test_unsupported_lm_eval_version_fails_loudly(monkeypatch):
+    monkeypatch.setattr(capture.importlib.metadata, "version", lambda name: "0.4.99")
+    with pytest.raises(RuntimeError, match=r"written for lm-eval 0\.4\.13, but lm-eval 0\.4\.99 is installed"):
+        capture.check_lm_eval_version()
+
+
+def test_install_is_idempotent():
+    install_hf_capture()
+    first = HFLM.loglikelihood
+    install_hf_capture()
+    assert HFLM.loglikelihood is first
+    assert first._pdd_capture
+
+
+def test_backend_without_token_logprobs_is_named():
+    task = TaskManager(include_path=tasks_path()).load("pdd_wikimia_32")["tasks"]["pdd_wikimia_32"]
+    doc = next(iter(task.test_docs()))
+    with pytest.raises(BackendWithoutTokenLogprobs, match=r"without per-token log-probs.*--model hf"):
+        task.process_results(doc, [(-12.0, False), (-13.0, False)])
