@@ -110,20 +110,14 @@ def install_hf_capture() -> None:
     stock_loglikelihood = HFLM.loglikelihood
 
     def loglikelihood(self, requests, disable_tqdm: bool = False):
-        per_token = [i for i, req in enumerate(requests) if isinstance(req, PerTokenRequest)]
-        if not per_token:
+        wants_tokens = [isinstance(request, PerTokenRequest) for request in requests]
+        if not any(wants_tokens):
             return stock_loglikelihood(self, requests, disable_tqdm=disable_tqdm)
-        answers: list = [None] * len(requests)
-        per_token_set = set(per_token)
-        others = [i for i in range(len(requests)) if i not in per_token_set]
-        if others:
-            stock = stock_loglikelihood(self, [requests[i] for i in others], disable_tqdm=disable_tqdm)
-            for i, answer in zip(others, stock, strict=True):
-                answers[i] = answer
-        captured = score_per_token_hf(self, [requests[i] for i in per_token], disable_tqdm=disable_tqdm)
-        for i, answer in zip(per_token, captured, strict=True):
-            answers[i] = answer
-        return answers
+        others = [request for request, wants in zip(requests, wants_tokens) if not wants]
+        stock = iter(stock_loglikelihood(self, others, disable_tqdm=disable_tqdm) if others else ())
+        per_token = [request for request, wants in zip(requests, wants_tokens) if wants]
+        captured = iter(score_per_token_hf(self, per_token, disable_tqdm=disable_tqdm))
+        return [next(captured) if wants else next(stock) for wants in wants_tokens]
 
     loglikelihood._pdd_capture = True
     loglikelihood.__doc__ = stock_loglikelihood.__doc__
