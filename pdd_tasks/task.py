@@ -163,6 +163,7 @@ class MembershipInferenceTask(ConfigurableTask):
         config["process_results"] = self.process_results
         install_hf_capture()
         self._log_reference_freq: np.ndarray | None = None
+        self._warned_context = False
         super().__init__(config=config)
         self.check_table_before_scoring(metadata)
 
@@ -183,6 +184,13 @@ class MembershipInferenceTask(ConfigurableTask):
     # -- requests --------------------------------------------------------------------------------
 
     def construct_requests(self, doc: dict, ctx, **kwargs) -> list[PerTokenRequest]:
+        if (ctx or kwargs.get("apply_chat_template")) and not self._warned_context:
+            logger.warning(
+                "%s: few-shot examples, descriptions and chat templates are ignored; every text is "
+                "scored on its own after the model's start token (DC-PDD Eq. 2).",
+                self.config.task,
+            )
+            self._warned_context = True
         texts = [doc["text"]]
         if self.settings.lowercase:
             texts.append(doc["text"].lower())
