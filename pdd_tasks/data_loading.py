@@ -7,8 +7,10 @@ missing or non-binary label, or a dataset with one class is an error that names 
 
 from __future__ import annotations
 
+import gzip
 import importlib.resources
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import datasets
@@ -21,17 +23,32 @@ class DatasetError(ValueError):
     pass
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    rows = []
-    with open(path, encoding="utf-8") as handle:
+def iter_jsonl_records(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` for each non-blank line of a ``.jsonl`` or gzipped ``.jsonl.gz``.
+
+    Gzip is detected from the file's magic bytes. A line that is not a JSON object raises
+    :class:`DatasetError` naming the file and the 1-based line number.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"file {str(path)!r} not found")
+    with open(path, "rb") as handle:
+        opener = gzip.open if handle.read(2) == b"\x1f\x8b" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
         for line_number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
-                rows.append(json.loads(line))
+                record = json.loads(line)
             except json.JSONDecodeError as error:
-                raise DatasetError(f"{path}, line {line_number}: not valid JSON ({error}).") from None
-    return rows
+                raise DatasetError(f"{path}:{line_number}: not valid JSON ({error})") from None
+            if not isinstance(record, dict):
+                raise DatasetError(f"{path}:{line_number}: expected a JSON object, got {type(record).__name__}")
+            yield line_number, record
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    return [record for _, record in iter_jsonl_records(path)]
 
 
 def read_local_rows(path: str | Path) -> list[dict]:

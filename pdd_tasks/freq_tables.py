@@ -16,7 +16,6 @@ Build one with ``lm-eval-pdd build-table`` (see ``pdd_tasks/cli.py``) or :func:`
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import hashlib
 import json
 import os
@@ -37,6 +36,7 @@ from pdd_metrics.reference import (
     count_token_ids,
     log_reference_frequencies,
 )
+from pdd_tasks.data_loading import iter_jsonl_records
 
 __all__ = [
     "DEFAULT_TABLE_FILENAME",
@@ -298,29 +298,18 @@ def iter_jsonl_texts(path: str | os.PathLike, text_field: str = "text") -> Itera
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"corpus file {str(path)!r} not found")
-    with open(path, "rb") as fh:
-        is_gzip = fh.read(2) == b"\x1f\x8b"
-    opener = gzip.open if is_gzip else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc})") from exc
-            if not isinstance(record, dict) or text_field not in record:
-                keys = sorted(record) if isinstance(record, dict) else type(record).__name__
-                raise ValueError(
-                    f"{path}:{lineno}: no field {text_field!r} (found {keys}); "
-                    f"choose the text field with --text-field"
-                )
-            text = record[text_field]
-            if not isinstance(text, str):
-                raise ValueError(
-                    f"{path}:{lineno}: field {text_field!r} is {type(text).__name__}, expected str"
-                )
-            yield text
+    for lineno, record in iter_jsonl_records(path):
+        if text_field not in record:
+            raise ValueError(
+                f"{path}:{lineno}: no field {text_field!r} (found {sorted(record)}); "
+                f"choose the text field with --text-field"
+            )
+        text = record[text_field]
+        if not isinstance(text, str):
+            raise ValueError(
+                f"{path}:{lineno}: field {text_field!r} is {type(text).__name__}, expected str"
+            )
+        yield text
 
 
 def _batches(texts: Iterable[str], size: int) -> Iterator[list[str]]:
