@@ -18,6 +18,8 @@ METHOD_LABELS = {
     "dcpdd_lup": "DC-PDD ablation +LUP",
 }
 
+METRIC_LABELS = {"auc": "AUC", "tpr@fpr<5%": "TPR@FPR<5%", "tpr@fpr<1%": "TPR@FPR<1%"}
+
 
 def latest_results_file(path: Path) -> Path:
     """``path`` itself if it is a file, else the newest ``results_*.json`` below it."""
@@ -41,7 +43,7 @@ def method_table(results: dict, metrics: tuple[str, ...] = ("auc", "tpr@fpr<5%")
     methods = [
         m for m in BASE_METHODS + ABLATION_METHODS if any(f"{m}_auc,none" in results["results"][t] for t in tasks)
     ]
-    header = ["method"] + [f"{task} {metric.upper() if metric == 'auc' else metric.replace('tpr', 'TPR').replace('fpr', 'FPR')}" for task in tasks for metric in metrics]
+    header = ["method"] + [f"{task} {METRIC_LABELS[metric]}" for task in tasks for metric in metrics]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for method in methods:
         cells = [METHOD_LABELS.get(method, method)]

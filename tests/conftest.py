@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from pdd_tasks.cli import tasks_path  # noqa: F401  (re-exported for the test modules)
+
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -99,12 +101,6 @@ def tiny_model(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_table(tiny_model, tmp_path_factory) -> Path:
     return build_table_for(tiny_model, tmp_path_factory.mktemp("tables") / "tiny.npz")
-
-
-def tasks_path() -> str:
-    import importlib.resources
-
-    return str(importlib.resources.files("pdd_tasks.task_configs"))
 
 
 def run_lm_eval(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
