@@ -30,7 +30,7 @@ from pdd_metrics import (
 )
 from pdd_tasks import aggregations
 from pdd_tasks.capture import ModelInfo, PerTokenRequest, TokenScores, install_hf_capture
-from pdd_tasks.data_loading import load_split, normalise_rows, read_local_rows
+from pdd_tasks.data_loading import load_split
 from pdd_tasks.freq_tables import FrequencyTable, default_table_path, tokenizer_fingerprint
 
 
@@ -260,22 +260,3 @@ class MembershipInferenceTask(ConfigurableTask):
             self.config.metadata["freq_table_used"] = used
             logger.info("%s: DC-PDD reference frequencies from %s", self.config.task, used)
         return self._log_reference_freq
-
-
-class CustomMembershipTask(MembershipInferenceTask):
-    """The user's own labelled texts from a local JSONL or CSV file.
-
-    ``--metadata '{"data_files": "texts.jsonl", "text_field": "text", "label_field": "label"}'``
-    """
-
-    def download(self, dataset_kwargs=None, **kwargs) -> None:
-        metadata = self.config.metadata or {}
-        path = metadata.get("data_files")
-        if not path:
-            raise ValueError(
-                "pdd_custom needs a data file: --metadata '{\"data_files\": \"texts.jsonl\"}' "
-                "(JSONL or CSV with a text field and a 0/1 label field; 1 = member)."
-            )
-        rows = read_local_rows(path)
-        split = normalise_rows(rows, str(path), metadata.get("text_field", "text"), metadata.get("label_field", "label"))
-        self.dataset = {self.config.test_split: split}
