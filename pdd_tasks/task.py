@@ -216,6 +216,7 @@ class MembershipInferenceTask(ConfigurableTask):
                     f"without per-token log-probs. lm-eval-pdd captures them from the HF backend "
                     f"(--model hf); other backends cannot be used yet."
                 )
+        self.record_scoring_backend(results[0].model)
         log_freq = self.reference_log_frequencies(results[0].model)
         scores = score_text(
             doc["text"], results[0], results[1] if self.settings.lowercase else None, log_freq, self.settings
@@ -226,6 +227,17 @@ class MembershipInferenceTask(ConfigurableTask):
             for method in self.settings.methods
             for name in aggregations.AGGREGATIONS
         }
+
+    def record_scoring_backend(self, model: ModelInfo) -> None:
+        """Record in the results JSON (``configs.<task>.metadata.token_scores``) which backend gave
+        the per-token values and how mu/sigma of Min-K%++ were obtained (exact or approximated)."""
+        if "token_scores" not in self.config.metadata:
+            self.config.metadata["token_scores"] = {
+                "backend": model.backend,
+                "model": model.name,
+                "mu_sigma": model.distribution_stats,
+            }
+            logger.info("%s: per-token values from %s", self.config.task, self.config.metadata["token_scores"])
 
     def freq_table_path(self) -> Path:
         return Path(self.settings.freq_table) if self.settings.freq_table else default_table_path()
