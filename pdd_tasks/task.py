@@ -216,17 +216,21 @@ class MembershipInferenceTask(ConfigurableTask):
                     f"without per-token log-probs. lm-eval-pdd captures them from the HF backend "
                     f"(--model hf); other backends cannot be used yet."
                 )
-        self.record_scoring_backend(results[0].model)
-        log_freq = self.reference_log_frequencies(results[0].model)
-        scores = score_text(
-            doc["text"], results[0], results[1] if self.settings.lowercase else None, log_freq, self.settings
-        )
+        scores = self.score_results(doc, results)
         label = int(doc["label"])
         return {
             f"{method}_{name}": (scores[method], label)
             for method in self.settings.methods
             for name in aggregations.AGGREGATIONS
         }
+
+    def score_results(self, doc: dict, results: list) -> dict[str, float]:
+        """Every method's score of ``doc["text"]`` from the backend's answers to its requests."""
+        self.record_scoring_backend(results[0].model)
+        log_freq = self.reference_log_frequencies(results[0].model)
+        return score_text(
+            doc["text"], results[0], results[1] if self.settings.lowercase else None, log_freq, self.settings
+        )
 
     def record_scoring_backend(self, model: ModelInfo) -> None:
         """Record in the results JSON (``configs.<task>.metadata.token_scores``) which backend gave
