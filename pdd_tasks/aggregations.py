@@ -8,7 +8,9 @@ target), which the metric names state with ``<``.
 
 from __future__ import annotations
 
-from pdd_metrics import roc_auc, tpr_at_fpr
+import numpy as np
+
+from pdd_metrics import calibrate_threshold, flag_members, roc_auc, suspect_vs_reference_test, tpr_at_fpr
 
 
 def _unzip(items):
@@ -33,3 +35,43 @@ AGGREGATIONS = {
     "tpr@fpr<5%": tpr_at_fpr_below_5pct,
     "tpr@fpr<1%": tpr_at_fpr_below_1pct,
 }
+
+
+# -- unlabelled texts (pdd_custom without labels): items are (score, is_suspect) pairs ------------
+
+
+def _split_roles(items) -> tuple[list[float], list[float]]:
+    """Scores of the suspect texts (is_suspect = 1) and of the known non-members (0)."""
+    suspect = [score for score, is_suspect in items if is_suspect]
+    reference = [score for score, is_suspect in items if not is_suspect]
+    return suspect, reference
+
+
+def suspect_mean(items) -> float:
+    """Mean score of the suspect texts (no reference set: nothing to decide against)."""
+    suspect, _ = _split_roles(items)
+    return float(np.mean(suspect))
+
+
+def contamination_aggregations(target_fpr: float) -> dict:
+    """``name -> (aggregation, higher_is_better)`` for suspect texts against known non-members."""
+
+    def threshold(items) -> float:
+        return calibrate_threshold(_split_roles(items)[1], target_fpr)
+
+    def flagged(items) -> float:
+        suspect, reference = _split_roles(items)
+        return float(np.mean(flag_members(suspect, calibrate_threshold(reference, target_fpr))))
+
+    def suspect_auc(items) -> float:
+        return suspect_vs_reference_test(*_split_roles(items)).auc
+
+    def pvalue(items) -> float:
+        return suspect_vs_reference_test(*_split_roles(items)).p_value
+
+    return {
+        "threshold": (threshold, True),
+        "flagged": (flagged, True),
+        "suspect_auc": (suspect_auc, True),
+        "pvalue": (pvalue, False),
+    }

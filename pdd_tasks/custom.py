@@ -1,25 +1,156 @@
-"""``pdd_custom``: the user's own texts from a local JSONL or CSV file."""
+"""``pdd_custom``: the user's own texts from a local JSONL or CSV file, with or without labels.
+
+Labelled (every row has the label field, 1 = member, 0 = non-member): the same metrics as every
+benchmark (per method AUC, TPR@FPR<5%, TPR@FPR<1%).
+
+Unlabelled (no row has the label field: the contamination check): every text is scored with every
+method (per-text scores in ``--log_samples``). With a reference file of **known non-members of the
+same kind** (``reference_files``), both sets are scored in the same run and, per method, the task
+reports
+
+- ``<method>_threshold``: tau of DC-PDD Eq. 9, calibrated so that at most ``target_fpr`` of the
+  reference texts score above it (:func:`pdd_metrics.calibrate_threshold`);
+- ``<method>_flagged``: the share of suspect texts scoring above tau (flagged as members);
+- ``<method>_suspect_auc`` and ``<method>_pvalue``: the one-sided Mann-Whitney U test of suspect
+  against reference scores (:func:`pdd_metrics.suspect_vs_reference_test`): is the suspect set, as
+  a whole, scored as more "seen" than the known non-members?
+
+``lm-eval-pdd decisions <output_path>`` turns the samples log into a decision per text.
+
+    --metadata '{"data_files": "suspect.jsonl", "reference_files": "known_nonmembers.jsonl", "target_fpr": 0.05}'
+"""
 
 from __future__ import annotations
 
-from pdd_tasks.data_loading import normalise_rows, read_local_rows
+import logging
+import math
+from dataclasses import dataclass
+
+import datasets
+
+from pdd_tasks import aggregations
+from pdd_tasks.data_loading import DatasetError, normalise_rows, read_local_rows
 from pdd_tasks.task import MembershipInferenceTask
 
 
-class CustomMembershipTask(MembershipInferenceTask):
-    """The user's own labelled texts from a local JSONL or CSV file.
+logger = logging.getLogger(__name__)
 
-    ``--metadata '{"data_files": "texts.jsonl", "text_field": "text", "label_field": "label"}'``
-    """
+DEFAULT_TARGET_FPR = 0.05
+SUSPECT, REFERENCE = "suspect", "reference"
+
+
+@dataclass(frozen=True)
+class CustomData:
+    """The texts of a ``pdd_custom`` run and how they are to be scored."""
+
+    dataset: datasets.Dataset  # labelled: text, label; unlabelled: text, role, row
+    labelled: bool
+    has_reference: bool
+    target_fpr: float
+
+
+def check_texts(rows: list[dict], source: str, text_field: str) -> list[str]:
+    """The texts of ``rows`` (field ``text_field``); a missing field or an empty text is an error."""
+    if not rows:
+        raise DatasetError(f"{source}: the file has no rows.")
+    texts = []
+    for index, row in enumerate(rows):
+        text = row.get(text_field)
+        if text_field not in row:
+            raise DatasetError(
+                f"{source}, row {index}: no field {text_field!r} (fields: {sorted(row)}). "
+                f"Name the text field with --metadata '{{\"text_field\": \"...\"}}'."
+            )
+        if not isinstance(text, str) or not text.strip():
+            raise DatasetError(f"{source}, row {index}: the text is empty; an empty text cannot be scored. Remove the row.")
+        texts.append(text)
+    return texts
+
+
+def _target_fpr(metadata: dict) -> float:
+    value = metadata.get("target_fpr", DEFAULT_TARGET_FPR)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise ValueError(f"metadata target_fpr={value!r}: expected a rate in (0, 1), e.g. 0.05 or 0.01.")
+    return float(value)
+
+
+def read_custom_data(metadata: dict) -> CustomData:
+    """Read and check the files named in the task metadata; decide labelled or unlabelled mode."""
+    path = metadata.get("data_files")
+    if not path:
+        raise ValueError(
+            "pdd_custom needs a data file: --metadata '{\"data_files\": \"texts.jsonl\"}' (JSONL or CSV with a "
+            "text field and, for labelled data, a 0/1 label field; 1 = member)."
+        )
+    text_field = metadata.get("text_field", "text")
+    label_field = metadata.get("label_field", "label")
+    reference_path = metadata.get("reference_files")
+    target_fpr = _target_fpr(metadata)
+    rows = read_local_rows(path)
+    labelled = label_field is not None and any(label_field in row for row in rows)
+    if labelled:
+        if reference_path:
+            raise ValueError(
+                f"pdd_custom: {path} has labels (field {label_field!r}), so its metrics are AUC and TPR; "
+                f"reference_files is for unlabelled texts. Drop reference_files, or set "
+                f"--metadata '{{\"label_field\": null}}' to treat {path} as unlabelled."
+            )
+        dataset = normalise_rows(rows, str(path), text_field, label_field)
+        return CustomData(dataset, labelled=True, has_reference=False, target_fpr=target_fpr)
+
+    suspect = check_texts(rows, str(path), text_field)
+    reference = check_texts(read_local_rows(reference_path), str(reference_path), text_field) if reference_path else []
+    if not reference:
+        logger.warning(
+            "pdd_custom: %s has no labels and no reference_files were given: per-text scores only "
+            "(in --log_samples), no decisions. A score's scale depends on model, method and text; to "
+            "decide, add --metadata '{\"reference_files\": \"<known non-members of the same kind>\"}'.",
+            path,
+        )
+    elif len(reference) < math.ceil(1 / target_fpr):
+        logger.warning(
+            "pdd_custom: %d reference texts are too few for target_fpr=%s: the threshold is the highest "
+            "reference score (FPR 0 on the reference set). Give at least %d known non-members.",
+            len(reference), target_fpr, math.ceil(1 / target_fpr),
+        )
+    dataset = datasets.Dataset.from_dict(
+        {
+            "text": suspect + reference,
+            "role": [SUSPECT] * len(suspect) + [REFERENCE] * len(reference),
+            "row": list(range(len(suspect))) + list(range(len(reference))),
+        }
+    )
+    return CustomData(dataset, labelled=False, has_reference=bool(reference), target_fpr=target_fpr)
+
+
+class CustomMembershipTask(MembershipInferenceTask):
+    """The user's own texts, labelled (benchmark metrics) or unlabelled (the contamination check)."""
+
+    def build_metric_list(self, metadata: dict) -> list[dict]:
+        self.custom = read_custom_data(metadata)
+        if self.custom.labelled:
+            return super().build_metric_list(metadata)
+        return [
+            {"metric": f"{method}_{name}", "aggregation": aggregate, "higher_is_better": higher_is_better}
+            for method in self.settings.methods
+            for name, (aggregate, higher_is_better) in self.unlabelled_aggregations().items()
+        ]
+
+    def unlabelled_aggregations(self) -> dict:
+        if not self.custom.has_reference:
+            return {"mean": (aggregations.suspect_mean, True)}
+        return aggregations.contamination_aggregations(self.custom.target_fpr)
 
     def download(self, dataset_kwargs=None, **kwargs) -> None:
-        metadata = self.config.metadata or {}
-        path = metadata.get("data_files")
-        if not path:
-            raise ValueError(
-                "pdd_custom needs a data file: --metadata '{\"data_files\": \"texts.jsonl\"}' "
-                "(JSONL or CSV with a text field and a 0/1 label field; 1 = member)."
-            )
-        rows = read_local_rows(path)
-        split = normalise_rows(rows, str(path), metadata.get("text_field", "text"), metadata.get("label_field", "label"))
-        self.dataset = {self.config.test_split: split}
+        self.dataset = {self.config.test_split: self.custom.dataset}
+
+    def process_results(self, doc: dict, results: list) -> dict:
+        if self.custom.labelled:
+            return super().process_results(doc, results)
+        scores = self.score_results(doc, results)
+        is_suspect = int(doc["role"] == SUSPECT)
+        return {
+            f"{method}_{name}": (scores[method], is_suspect)
+            for method in self.settings.methods
+            for name in self.unlabelled_aggregations()
+        }

@@ -97,19 +97,19 @@ def default_gguf_path() -> Path:
     return path
 
 
-def default_model_dir() -> Path:
-    """Where the converted default model lives.
-
-    ``$LM_EVAL_PDD_HOME/models/SmolLM2-135M-Instruct`` if ``LM_EVAL_PDD_HOME`` is set, else
-    ``${XDG_CACHE_HOME:-~/.cache}/lm_eval_pdd/models/SmolLM2-135M-Instruct``.
-    """
+def pdd_home() -> Path:
+    """lm-eval-pdd's own files (converted model, controlled benchmark, ...):
+    ``$LM_EVAL_PDD_HOME`` if set, else ``${XDG_CACHE_HOME:-~/.cache}/lm_eval_pdd``."""
     home = os.environ.get("LM_EVAL_PDD_HOME")
     if home:
-        base = Path(home).expanduser()
-    else:
-        cache = os.environ.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
-        base = Path(cache).expanduser() / "lm_eval_pdd"
-    return base / "models" / DEFAULT_MODEL_NAME
+        return Path(home).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
+    return Path(cache).expanduser() / "lm_eval_pdd"
+
+
+def default_model_dir() -> Path:
+    """Where the converted default model lives: ``<pdd_home()>/models/SmolLM2-135M-Instruct``."""
+    return pdd_home() / "models" / DEFAULT_MODEL_NAME
 
 
 def is_complete(path: str | os.PathLike) -> bool:

@@ -1,0 +1,297 @@
+"""A membership benchmark with known answers that runs on a CPU: ``pdd_controlled``.
+
+``lm-eval-pdd make-controlled`` fine-tunes a causal LM (by default the default model) for one epoch
+on a random half of a pool of texts that postdate it (by default the non-members of WikiMIA-24,
+events of March to December 2024), and saves the tuned model with a labelled dataset: the texts it
+was tuned on are members (1), the other half non-members (0). ``pdd_controlled`` scores that dataset;
+run it with the tuned model (``pretrained=<dir>/model``).
+
+This measures **fine-tuning** membership, which is easier to detect than pretraining membership
+(the texts were seen recently, in one short epoch, by a small model). Because the halves are drawn
+at random from one pool, whatever the base model saw of these texts before is the same on both
+sides: the only difference between members and non-members is the fine-tuning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import datasets
+
+from pdd_tasks.custom import check_texts
+from pdd_tasks.data_loading import DatasetError, normalise_rows, read_jsonl, read_local_rows
+from pdd_tasks.default_model import pdd_home
+from pdd_tasks.task import MembershipInferenceTask
+
+
+logger = logging.getLogger(__name__)
+
+POOL_HUB_ID = "wjfu99/WikiMIA-24"
+DEFAULT_POOL_LENGTH = 64
+
+
+def default_controlled_dir() -> Path:
+    """``<pdd_home()>/controlled/default`` (``$LM_EVAL_PDD_HOME`` or ``~/.cache/lm_eval_pdd``)."""
+    return pdd_home() / "controlled" / "default"
+
+
+@dataclass(frozen=True)
+class TuningSettings:
+    """How the controlled benchmark is made (all recorded in its ``manifest.json``).
+
+    Attributes:
+        seed: draws the member half and the batch order.
+        learning_rate: AdamW, constant (no warm-up or decay).
+        batch_size: texts per optimisation step.
+        epochs: passes over the member half (the benchmark is defined with 1).
+        max_tokens: longest text in tokens (longer texts are cut, with a count in the manifest).
+    """
+
+    seed: int = 0
+    learning_rate: float = 1e-4
+    batch_size: int = 8
+    epochs: int = 1
+    max_tokens: int = 512
+
+
+# -- the pool of texts ---------------------------------------------------------------------------
+
+
+def load_pool(source: str, length: int = DEFAULT_POOL_LENGTH, text_field: str = "input") -> tuple[list[str], str]:
+    """Texts of the pool and a description of where they came from.
+
+    ``source``: ``"hub"`` (the non-members, label 0, of ``wjfu99/WikiMIA-24``'s
+    ``WikiMIA_length<length>`` split), a directory holding ``WikiMIA_length<length>.jsonl`` in that
+    schema (same filter), or a ``.jsonl``/``.csv`` file whose every row is a pool text (no filter).
+    """
+    split = f"WikiMIA_length{length}"
+    path = Path(source).expanduser()
+    if source == "hub":
+        try:
+            rows = datasets.load_dataset(POOL_HUB_ID, split=split).to_list()
+        except Exception as error:  # network or hub errors: say what to do instead
+            raise DatasetError(
+                f"Could not load the pool {POOL_HUB_ID} split {split} from the Hugging Face Hub "
+                f"({type(error).__name__}: {error}). Offline, pass --pool <dir> with {split}.jsonl "
+                f"(a local copy of WikiMIA-24) or --pool <file.jsonl> with your own texts."
+            ) from error
+        description = f"{POOL_HUB_ID}:{split} non-members (label 0)"
+    elif path.is_dir():
+        file = path / f"{split}.jsonl"
+        if not file.is_file():
+            raise DatasetError(f"--pool {source}: expected {file} (WikiMIA-24's {split} as JSONL).")
+        rows = read_jsonl(file)
+        description = f"{file} non-members (label 0)"
+    elif path.is_file():
+        rows = read_local_rows(path)
+        description = str(path)
+    else:
+        raise DatasetError(f"--pool {source!r}: not 'hub', a directory or a file.")
+    if source == "hub" or path.is_dir():
+        rows = [row for row in rows if row.get("label") == 0]
+    unique = list(dict.fromkeys(check_texts(rows, description, text_field)))
+    if len(unique) < 4:
+        raise DatasetError(f"{description}: {len(unique)} distinct texts; the pool needs at least 4 (two per class).")
+    return unique, description
+
+
+def split_pool(texts: list[str], seed: int) -> tuple[list[str], list[str]]:
+    """A random half (members, tuned on) and the rest (non-members); sizes differ by at most 1."""
+    order = list(range(len(texts)))
+    random.Random(seed).shuffle(order)
+    half = len(texts) // 2
+    return [texts[i] for i in order[:half]], [texts[i] for i in order[half:]]
+
+
+# -- fine-tuning ---------------------------------------------------------------------------------
+
+
+def _start_token_id(tokenizer) -> int:
+    """The token texts are scored after, as lm-eval's HF backend does: BOS, else EOS."""
+    token_id = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    if token_id is None:
+        raise ValueError("The tokenizer has neither a BOS nor an EOS token to score texts after.")
+    return int(token_id)
+
+
+def fine_tune(model, tokenizer, texts: list[str], settings: TuningSettings, progress: bool = True) -> dict:
+    """Causal-LM training on ``texts`` (each after the start token), in place; returns statistics."""
+    import torch
+    from tqdm import tqdm
+
+    start = _start_token_id(tokenizer)
+    encoded, cut = [], 0
+    for text in texts:
+        ids = [start] + tokenizer(text, add_special_tokens=False).input_ids
+        cut += len(ids) > settings.max_tokens
+        encoded.append(ids[: settings.max_tokens])
+    generator = torch.Generator().manual_seed(settings.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else start
+    losses, tokens = [], 0
+    model.train()
+    steps = settings.epochs * -(-len(encoded) // settings.batch_size)
+    bar = tqdm(total=steps, desc="fine-tuning", unit="step", disable=not progress)
+    for _ in range(settings.epochs):
+        order = torch.randperm(len(encoded), generator=generator).tolist()
+        for first in range(0, len(order), settings.batch_size):
+            batch = [encoded[i] for i in order[first : first + settings.batch_size]]
+            width = max(map(len, batch))
+            ids = torch.full((len(batch), width), pad)
+            mask = torch.zeros_like(ids)
+            for row, sequence in enumerate(batch):
+                ids[row, : len(sequence)] = torch.tensor(sequence)
+                mask[row, : len(sequence)] = 1
+            labels = ids.masked_fill(mask == 0, -100)
+            loss = model(input_ids=ids.to(model.device), attention_mask=mask.to(model.device), labels=labels.to(model.device)).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            losses.append(loss.item())
+            tokens += int(mask.sum()) - len(batch)
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    bar.close()
+    model.eval()
+    return {"steps": len(losses), "trained_tokens": tokens, "texts_cut": cut, "first_loss": losses[0], "last_loss": losses[-1]}
+
+
+def make_controlled(
+    output_dir: Path,
+    base_model: str | Path,
+    pool: str = "hub",
+    pool_length: int = DEFAULT_POOL_LENGTH,
+    text_field: str = "input",
+    settings: TuningSettings = TuningSettings(),
+    limit: int | None = None,
+    progress: bool = True,
+) -> Path:
+    """Fine-tune ``base_model`` on a random half of the pool; write ``output_dir`` atomically.
+
+    ``output_dir`` receives ``model/`` (the tuned model and its tokenizer, loadable with
+    ``--model hf --model_args pretrained=<output_dir>/model``), ``data.jsonl`` (``text``, ``label``:
+    1 = tuned on) and ``manifest.json`` (everything needed to redo it).
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    texts, description = load_pool(pool, pool_length, text_field)
+    if limit is not None:
+        texts = texts[:limit]
+    members, non_members = split_pool(texts, settings.seed)
+    torch.manual_seed(settings.seed)
+    tokenizer = AutoTokenizer.from_pretrained(base_model)
+    model = AutoModelForCausalLM.from_pretrained(base_model, dtype=torch.float32)
+    began = time.perf_counter()
+    stats = fine_tune(model, tokenizer, members, settings, progress=progress)
+    stats["seconds"] = round(time.perf_counter() - began, 1)
+
+    output_dir = Path(output_dir)
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}-", dir=output_dir.parent))
+    try:
+        model.save_pretrained(tmp / "model")
+        tokenizer.save_pretrained(tmp / "model")
+        rows = [{"text": t, "label": 1} for t in members] + [{"text": t, "label": 0} for t in non_members]
+        random.Random(settings.seed + 1).shuffle(rows)
+        with open(tmp / "data.jsonl", "w", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        manifest = {
+            "base_model": str(base_model),
+            "pool": description,
+            "pool_texts": len(texts),
+            "members": len(members),
+            "non_members": len(non_members),
+            "settings": asdict(settings),
+            "training": stats,
+            "what_it_measures": "fine-tuning membership (1 epoch), easier than pretraining membership",
+        }
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        if output_dir.exists():
+            shutil.rmtree(output_dir)
+        os.replace(tmp, output_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return output_dir
+
+
+# -- the task ------------------------------------------------------------------------------------
+
+
+class ControlledMembershipTask(MembershipInferenceTask):
+    """``pdd_controlled``: the labelled texts of a ``make-controlled`` directory.
+
+    Metadata ``controlled_dir`` (default :func:`default_controlled_dir`). The model must be the
+    tuned one (``pretrained=<controlled_dir>/model``): with any other model the labels mean nothing,
+    so that is an error when the model is named on the command line.
+    """
+
+    def controlled_dir(self) -> Path:
+        value = (self.config.metadata or {}).get("controlled_dir")
+        return Path(value).expanduser() if value else default_controlled_dir()
+
+    def download(self, dataset_kwargs=None, **kwargs) -> None:
+        directory = self.controlled_dir()
+        data = directory / "data.jsonl"
+        if not data.is_file():
+            raise DatasetError(
+                f"pdd_controlled: no benchmark at {directory} ({data.name} missing). Make it first with "
+                f"`lm-eval-pdd make-controlled --output {directory}` (about 10 minutes on 2 CPU cores), "
+                f"or point to one with --metadata '{{\"controlled_dir\": \"<dir>\"}}'."
+            )
+        pretrained = (self.config.metadata or {}).get("pretrained")
+        tuned = directory / "model"
+        if isinstance(pretrained, str) and Path(pretrained).expanduser().resolve() != tuned.resolve():
+            raise ValueError(
+                f"pdd_controlled: its labels say which texts {tuned} was fine-tuned on, but the model is "
+                f"{pretrained}. Run it with --model_args pretrained={tuned}."
+            )
+        self.dataset = {self.config.test_split: normalise_rows(read_jsonl(data), str(data), "text", "label")}
+
+
+# -- lm-eval-pdd make-controlled (arguments: pdd_tasks/cli.py) ---------------------------------------
+
+
+def run(args) -> int:
+    import contextlib
+    import sys
+
+    from pdd_tasks.default_model import DefaultModelError, ensure_default_model
+
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            base = args.model or ensure_default_model()
+            chosen = {key: getattr(args, key) for key in ("seed", "learning_rate", "batch_size", "epochs")}
+            settings = TuningSettings(**{key: value for key, value in chosen.items() if value is not None})
+            output = make_controlled(
+                args.output or default_controlled_dir(),
+                base,
+                pool=args.pool,
+                pool_length=args.pool_length,
+                text_field=args.text_field,
+                settings=settings,
+                limit=args.limit,
+                progress=not args.no_progress,
+            )
+    except (DatasetError, DefaultModelError) as exc:
+        print(f"lm-eval-pdd make-controlled: {exc}", file=sys.stderr)
+        return 1
+    manifest = json.loads((output / "manifest.json").read_text())
+    print(
+        f"tuned {base} on {manifest['members']} of {manifest['pool_texts']} texts "
+        f"({manifest['training']['steps']} steps, {manifest['training']['seconds']} s); "
+        f"score it with --model_args pretrained={output / 'model'} --tasks pdd_controlled",
+        file=sys.stderr,
+    )
+    print(output)
+    return 0

@@ -1,0 +1,118 @@
+"""Per-text decisions of an unlabelled ``pdd_custom`` run, from its ``--log_samples`` output.
+
+The harness aggregates per-text values into dataset-level numbers and cannot write a decision per
+text, so ``lm-eval-pdd decisions <output_path>`` re-reads the samples log: per method it calibrates
+tau on the reference texts' scores exactly as the task's ``<method>_threshold`` metric did (same
+function, same target FPR, read from the results JSON) and flags each suspect text scoring above
+it (DC-PDD Eq. 9).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from pdd_metrics import calibrate_threshold, flag_members, suspect_vs_reference_test
+from pdd_tasks.custom import DEFAULT_TARGET_FPR, REFERENCE, SUSPECT
+from pdd_tasks.report import latest_results_file
+
+
+@dataclass(frozen=True)
+class MethodDecision:
+    method: str
+    threshold: float
+    reference_fpr: float
+    flagged: int
+    suspects: int
+    suspect_auc: float
+    p_value: float
+
+
+def _samples_file(results_file: Path, task: str) -> Path:
+    timestamp = results_file.stem.removeprefix("results_")
+    candidates = sorted(results_file.parent.glob(f"samples_{task}_{timestamp}.jsonl"))
+    candidates = candidates or sorted(results_file.parent.glob(f"samples_{task}_*.jsonl"))
+    if not candidates:
+        raise FileNotFoundError(
+            f"No samples_{task}_*.jsonl next to {results_file}: run lm_eval with --log_samples."
+        )
+    return candidates[-1]
+
+
+def decide(output_path: Path, task: str = "pdd_custom") -> tuple[list[MethodDecision], list[dict], float]:
+    """Per-method summary, one record per suspect text (its row, text, scores and flags), and the
+    target FPR the thresholds were calibrated for."""
+    results_file = latest_results_file(Path(output_path))
+    results = json.loads(results_file.read_text())
+    metadata = results.get("configs", {}).get(task, {}).get("metadata", {})
+    target_fpr = float(metadata.get("target_fpr", DEFAULT_TARGET_FPR))
+    samples = [json.loads(line) for line in _samples_file(results_file, task).read_text().splitlines() if line.strip()]
+    if not samples or "role" not in samples[0]["doc"]:
+        raise ValueError(f"{task} in {results_file} was not an unlabelled run (no suspect/reference roles).")
+    methods = [key.removesuffix("_flagged") for key in samples[0] if key.endswith("_flagged")]
+    if not methods:
+        raise ValueError(
+            f"{task} in {results_file} has no reference set, so there is nothing to calibrate a decision on: "
+            f"add --metadata '{{\"reference_files\": \"<known non-members>\"}}' and run again."
+        )
+    suspects = sorted((s for s in samples if s["doc"]["role"] == SUSPECT), key=lambda s: s["doc"]["row"])
+    references = [s for s in samples if s["doc"]["role"] == REFERENCE]
+    records = [{"row": s["doc"]["row"], "text": s["doc"]["text"]} for s in suspects]
+    summary = []
+    for method in methods:
+        reference_scores = [s[f"{method}_flagged"][0] for s in references]
+        suspect_scores = [s[f"{method}_flagged"][0] for s in suspects]
+        tau = calibrate_threshold(reference_scores, target_fpr)
+        flags = flag_members(suspect_scores, tau)
+        test = suspect_vs_reference_test(suspect_scores, reference_scores)
+        for record, score, flag in zip(records, suspect_scores, flags, strict=True):
+            record[f"{method}_score"] = score
+            record[f"{method}_member"] = bool(flag)
+        summary.append(
+            MethodDecision(
+                method=method,
+                threshold=tau,
+                reference_fpr=float(flag_members(reference_scores, tau).mean()),
+                flagged=int(flags.sum()),
+                suspects=len(suspect_scores),
+                suspect_auc=test.auc,
+                p_value=test.p_value,
+            )
+        )
+    return summary, records, target_fpr
+
+
+def summary_table(summary: list[MethodDecision]) -> str:
+    """Markdown table: per method tau, FPR on the reference set, flagged share, AUC and p-value."""
+    lines = [
+        "| method | threshold tau | reference FPR | flagged as member | suspect-vs-reference AUC | one-sided p |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in summary:
+        lines.append(
+            f"| {row.method} | {row.threshold:.6g} | {row.reference_fpr:.3f} | {row.flagged}/{row.suspects} "
+            f"({row.flagged / row.suspects:.1%}) | {row.suspect_auc:.3f} | {row.p_value:.3g} |"
+        )
+    return "\n".join(lines)
+
+
+# -- lm-eval-pdd decisions (arguments: pdd_tasks/cli.py) ------------------------------------------------
+
+
+def run(args) -> int:
+    import sys
+
+    try:
+        summary, records, target_fpr = decide(args.results, args.task)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"lm-eval-pdd decisions: {exc}", file=sys.stderr)
+        return 1
+    output = args.output or latest_results_file(args.results).parent / f"decisions_{args.task}.jsonl"
+    with open(output, "w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    print(f"Thresholds calibrated for FPR <= {target_fpr} on the reference texts (member iff score > tau):")
+    print(summary_table(summary))
+    print(f"per-text decisions: {output}", file=sys.stderr)
+    return 0
