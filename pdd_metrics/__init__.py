@@ -3,6 +3,7 @@
 Every score is oriented so that higher = more likely a member; labels use 1 = member.
 """
 
+from .contamination import RankTestResult, calibrate_threshold, flag_members, suspect_vs_reference_test
 from .evaluation import (
     FPR_RULES,
     OneClassError,
@@ -21,11 +22,17 @@ from .methods import (
     zlib_score,
 )
 from .reference import count_token_ids, log_reference_frequencies
+from .topk import approximate_mu_sigma
 
 __all__ = [
     "DCPDD_ABLATIONS",
     "FPR_RULES",
     "OneClassError",
+    "RankTestResult",
+    "calibrate_threshold",
+    "flag_members",
+    "suspect_vs_reference_test",
+    "approximate_mu_sigma",
     "count_token_ids",
     "dcpdd_score",
     "log_reference_frequencies",

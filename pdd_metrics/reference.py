@@ -22,6 +22,8 @@ __all__ = ["DEFAULT_MAX_TOKENS_PER_DOC", "count_token_ids", "log_reference_frequ
 
 #: The DC-PDD reference code counts the first 1024 tokens of each reference-corpus document.
 DEFAULT_MAX_TOKENS_PER_DOC = 1024
+#: How many ids :func:`count_token_ids` collects before one ``np.bincount``.
+_BINCOUNT_CHUNK = 1 << 20
 
 
 def _check_vocab_size(vocab_size: int) -> int:
@@ -86,6 +88,10 @@ def count_token_ids(
                 f"got {max_tokens_per_doc}"
             )
     counts = np.zeros(vocab_size, dtype=np.int64)
+    # One bincount per ~1M collected ids instead of one per document: a bincount costs O(|V|), so
+    # per-document calls would dominate for short documents and large vocabularies.
+    pending: list[np.ndarray] = []
+    pending_size = 0
     for doc_index, ids in enumerate(token_id_lists):
         arr = np.asarray(ids)
         if arr.size == 0:
@@ -113,7 +119,13 @@ def count_token_ids(
                 f"(ids must be in [0, {vocab_size})); pass the tokenizer's full size, "
                 f"len(tokenizer)"
             )
-        counts += np.bincount(arr, minlength=vocab_size)
+        pending.append(arr)
+        pending_size += arr.size
+        if pending_size >= _BINCOUNT_CHUNK:
+            counts += np.bincount(np.concatenate(pending), minlength=vocab_size)
+            pending, pending_size = [], 0
+    if pending:
+        counts += np.bincount(np.concatenate(pending), minlength=vocab_size)
     return counts
 
 

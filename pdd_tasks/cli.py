@@ -2,8 +2,9 @@
 
     lm-eval-pdd tasks-path                      # directory to pass to lm_eval --include_path
     lm-eval-pdd default-model [--path DIR]      # convert/locate the default model, print its dir
-    lm-eval-pdd build-table --tokenizer NAME_OR_PATH --input FILE.jsonl[.gz] --output TABLE.npz
-    lm-eval-pdd inspect-table TABLE.npz [--tokenizer NAME_OR_PATH] [--top 20]
+    lm-eval-pdd build-table --tokenizer NAME_OR_PATH --input FILE... --output TABLE.npz [--install]
+    lm-eval-pdd merge-tables | estimate-table | inspect-table | install-table | list-tables
+                                                # frequency tables, see pdd_tasks/table_cli.py
 
 Commands that print a path print only that path on stdout (everything else goes to stderr), so
 ``--include_path $(lm-eval-pdd tasks-path)`` and ``pretrained=$(lm-eval-pdd default-model)`` work.
@@ -18,13 +19,12 @@ import argparse
 import contextlib
 import logging
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from pdd_metrics.reference import DEFAULT_MAX_TOKENS_PER_DOC
+from pdd_tasks import table_cli
 
 __all__ = ["Command", "main"]
 
@@ -48,19 +48,6 @@ def _positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
     return value
-
-
-def _max_tokens(text: str) -> int | None:
-    if text.lower() in {"none", "all", "0"}:
-        return None
-    return _positive_int(text)
-
-
-def _load_tokenizer(name_or_path: str):
-    from transformers import AutoTokenizer
-
-    with contextlib.redirect_stdout(sys.stderr):
-        return AutoTokenizer.from_pretrained(name_or_path)
 
 
 # ---------------------------------------------------------------------------------- tasks-path
@@ -106,137 +93,9 @@ def _run_default_model(args: argparse.Namespace) -> int:
     return 0
 
 
-# --------------------------------------------------------------------------------- build-table
-
-
-def _add_build_table(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--tokenizer",
-        required=True,
-        metavar="NAME_OR_PATH",
-        help="the target model's tokenizer (HF name or local directory)",
-    )
-    parser.add_argument(
-        "--input", required=True, type=Path, metavar="FILE", help="corpus as .jsonl or .jsonl.gz"
-    )
-    parser.add_argument("--output", required=True, type=Path, metavar="TABLE.npz")
-    parser.add_argument("--text-field", default="text", help="JSON field holding the text")
-    parser.add_argument(
-        "--max-tokens-per-doc",
-        type=_max_tokens,
-        default=DEFAULT_MAX_TOKENS_PER_DOC,
-        metavar="N",
-        help="count only the first N tokens of each document (default 1024, the DC-PDD reference "
-        "code's rule; 'none' = all)",
-    )
-    parser.add_argument(
-        "--limit-docs", type=_positive_int, default=None, metavar="N", help="first N documents only"
-    )
-    parser.add_argument(
-        "--corpus",
-        default=None,
-        help="description stored in the table (default: the input file's name)",
-    )
-    parser.add_argument(
-        "--tokenizer-name",
-        default=None,
-        help="tokenizer name stored in the table (default: --tokenizer as given); matching uses "
-        "the vocabulary fingerprint, never this name",
-    )
-    parser.add_argument("--batch-size", type=_positive_int, default=256)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def _run_build_table(args: argparse.Namespace) -> int:
-    from itertools import islice
-
-    from pdd_tasks.freq_tables import build_table, iter_jsonl_texts
-
-    if not args.input.is_file():
-        _err(f"lm-eval-pdd build-table: input file {args.input} not found")
-        return 1
-    tokenizer = _load_tokenizer(args.tokenizer)
-    texts = iter_jsonl_texts(args.input, args.text_field)
-    if args.limit_docs is not None:
-        texts = islice(texts, args.limit_docs)
-    corpus = args.corpus or args.input.name
-    if args.limit_docs is not None and args.corpus is None:
-        corpus += f" (first {args.limit_docs} documents)"
-    start = time.perf_counter()
-    table = build_table(
-        texts,
-        tokenizer,
-        corpus=corpus,
-        max_tokens_per_doc=args.max_tokens_per_doc,
-        batch_size=args.batch_size,
-        progress=not args.no_progress,
-        tokenizer_name=args.tokenizer_name or args.tokenizer,
-    )
-    seconds = time.perf_counter() - start
-    table.save(args.output)
-    _err(
-        f"counted {table.total_tokens} tokens in {table.documents} documents in {seconds:.1f} s; "
-        f"coverage {table.coverage:.2%}; fingerprint {table.tokenizer_fingerprint}"
-    )
-    print(args.output)
-    return 0
-
-
-# ------------------------------------------------------------------------------- inspect-table
-
-
-def _add_inspect_table(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("table", type=Path, metavar="TABLE.npz")
-    parser.add_argument(
-        "--tokenizer",
-        default=None,
-        metavar="NAME_OR_PATH",
-        help="decode the top tokens with it and check that the table matches it",
-    )
-    parser.add_argument("--top", type=int, default=20, help="how many frequent tokens to list")
-
-
-def _run_inspect_table(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from pdd_tasks.freq_tables import FrequencyTable, FrequencyTableError, tokenizer_fingerprint
-
-    try:
-        table = FrequencyTable.load(args.table)
-    except (FileNotFoundError, FrequencyTableError) as exc:
-        _err(f"lm-eval-pdd inspect-table: {exc}")
-        return 1
-    tokenizer = _load_tokenizer(args.tokenizer) if args.tokenizer else None
-    seen = int(np.count_nonzero(table.counts))
-    lines = [
-        f"table: {args.table}",
-        f"format version: {table.format_version}",
-        f"tokenizer: {table.tokenizer_name}",
-        f"tokenizer fingerprint: {table.tokenizer_fingerprint}",
-        f"tokenizer vocab size: {table.tokenizer_vocab_size}",
-        f"corpus: {table.corpus}",
-        f"documents: {table.documents}",
-        f"max tokens per doc: {table.max_tokens_per_doc if table.max_tokens_per_doc else 'all'}",
-        f"total tokens: {table.total_tokens}",
-        f"coverage: {seen}/{table.tokenizer_vocab_size} ids with count > 0 ({table.coverage:.2%})",
-    ]
-    if tokenizer is not None:
-        fingerprint = tokenizer_fingerprint(tokenizer)
-        verdict = "matches" if fingerprint == table.tokenizer_fingerprint else "DOES NOT MATCH"
-        lines.append(f"--tokenizer {args.tokenizer}: fingerprint {fingerprint} ({verdict})")
-    top = max(0, min(args.top, table.counts.size))
-    if top:
-        order = np.argsort(-table.counts, kind="stable")[:top]
-        lines.append(f"top {top} tokens (rank, id, count, share{', token' if tokenizer else ''}):")
-        total = max(1, table.total_tokens)
-        for rank, idx in enumerate(order, start=1):
-            count = int(table.counts[idx])
-            row = f"{rank:>5} {int(idx):>8} {count:>12} {count / total:8.4%}"
-            if tokenizer is not None:
-                row += f"  {tokenizer.decode([int(idx)])!r}"
-            lines.append(row)
-    print("\n".join(lines))
-    return 0
+# ---------------------------------------------------------------------------- table commands
+# build-table, merge-tables, estimate-table, inspect-table, install-table, list-tables: see
+# pdd_tasks/table_cli.py.
 
 
 # ------------------------------------------------------------------------------------ table
@@ -255,6 +114,59 @@ def _run_table(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------------------------ registry
 
+
+def _add_decisions(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("results", type=Path, help="lm_eval --output_path directory or a results_*.json file")
+    parser.add_argument("--task", default="pdd_custom", help="the unlabelled task's name (default pdd_custom)")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        metavar="FILE.jsonl",
+        help="per-text decisions (default: decisions_<task>.jsonl next to the results file)",
+    )
+
+
+def _add_make_controlled(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--output", type=Path, default=None, help="directory to write (default $LM_EVAL_PDD_HOME/controlled/default)"
+    )
+    parser.add_argument("--model", default=None, help="base model, HF name or directory (default: the default model)")
+    parser.add_argument(
+        "--pool",
+        default="hub",
+        help="'hub' (the non-members of wjfu99/WikiMIA-24), a directory holding WikiMIA_length<N>.jsonl "
+        "(its non-members are used), or a .jsonl/.csv file of your own texts",
+    )
+    parser.add_argument("--text-field", default="input", help="text field of the pool rows (default 'input', WikiMIA's)")
+    parser.add_argument("--pool-length", type=int, default=64, choices=(32, 64, 128, 256), help="WikiMIA-24 split (default 64)")
+    parser.add_argument("--limit", type=_positive_int, default=None, help="use only the first N pool texts (quick runs)")
+    parser.add_argument("--seed", type=int, default=None, help="draws the member half and the batch order (default 0)")
+    parser.add_argument("--learning-rate", type=float, default=None, help="AdamW, constant (default 1e-4)")
+    parser.add_argument("--batch-size", type=_positive_int, default=None, help="texts per step (default 8)")
+    parser.add_argument("--epochs", type=_positive_int, default=None, help="passes over the members (default 1)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _add_zh_snippets(parser: argparse.ArgumentParser) -> None:
+    from pdd_tasks.chinese import add_snippet_arguments
+
+    add_snippet_arguments(parser)
+
+
+def _run_zh_snippets(args: argparse.Namespace) -> int:
+    from pdd_tasks.chinese import run_snippets
+
+    return run_snippets(args)
+
+
+def _lazy(module: str):
+    """Import a command's module when it runs (heavy imports stay out of ``lm-eval-pdd --help``)."""
+    import importlib
+
+    return importlib.import_module(module)
+
+
 _COMMANDS: dict[str, Command] = {
     "tasks-path": Command(
         "print the directory of the installed task configs (for lm_eval --include_path)",
@@ -267,19 +179,54 @@ _COMMANDS: dict[str, Command] = {
         _run_default_model,
     ),
     "build-table": Command(
-        "count a reference corpus's tokens into a DC-PDD frequency table (.npz)",
-        _add_build_table,
-        _run_build_table,
+        "count a reference corpus's tokens (files or a streamed HF dataset) into a DC-PDD frequency table (.npz)",
+        table_cli.add_build_table,
+        table_cli.run_build_table,
+    ),
+    "merge-tables": Command(
+        "add up tables of corpus shards (same tokenizer) into one table",
+        table_cli.add_merge_tables,
+        table_cli.run_merge_tables,
+    ),
+    "estimate-table": Command(
+        "a frequency table without a corpus: an ESTIMATE from a word-frequency list, or uniform",
+        table_cli.add_estimate_table,
+        table_cli.run_estimate_table,
     ),
     "inspect-table": Command(
         "show a frequency table's identity, size, coverage and most frequent tokens",
-        _add_inspect_table,
-        _run_inspect_table,
+        table_cli.add_inspect_table,
+        table_cli.run_inspect_table,
+    ),
+    "install-table": Command(
+        "install a table in the cache, where the tasks find it for every model with its tokenizer",
+        table_cli.add_install_table,
+        table_cli.run_install_table,
+    ),
+    "list-tables": Command(
+        "list the installed frequency tables and the shipped fallback",
+        table_cli.add_list_tables,
+        table_cli.run_list_tables,
     ),
     "table": Command(
-        "print the per-method table (AUC, TPR@FPR<5%) of the pdd tasks in an lm_eval results file",
+        "print the per-method table (AUC, TPR@FPR<5%%) of the pdd tasks in an lm_eval results file",
         _add_table,
         _run_table,
+    ),
+    "decisions": Command(
+        "per-text member/non-member decisions of an unlabelled pdd_custom run (thresholds from its reference texts)",
+        _add_decisions,
+        lambda args: _lazy("pdd_tasks.decisions").run(args),
+    ),
+    "zh-snippets": Command(
+        "cut each text of a JSONL file to its first N jieba words (DC-PDD's 512-word PatentMIA snippets)",
+        _add_zh_snippets,
+        _run_zh_snippets,
+    ),
+    "make-controlled": Command(
+        "fine-tune a model on a random half of a text pool: the pdd_controlled benchmark (known membership)",
+        _add_make_controlled,
+        lambda args: _lazy("pdd_tasks.controlled").run(args),
     ),
 }
 

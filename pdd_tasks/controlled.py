@@ -73,7 +73,7 @@ def load_pool(source: str, length: int = DEFAULT_POOL_LENGTH, text_field: str = 
     schema (same filter), or a ``.jsonl``/``.csv`` file whose every row is a pool text (no filter).
     """
     split = f"WikiMIA_length{length}"
-    path = Path(source).expanduser()
+    path = Path(source).expanduser().resolve()
     if source == "hub":
         try:
             rows = datasets.load_dataset(POOL_HUB_ID, split=split).to_list()
@@ -208,6 +208,7 @@ def make_controlled(
         manifest = {
             "base_model": str(base_model),
             "pool": description,
+            "pool_limit": limit,
             "pool_texts": len(texts),
             "members": len(members),
             "non_members": len(non_members),

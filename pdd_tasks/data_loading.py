@@ -3,18 +3,32 @@
 Every pdd task's documents are normalised to ``{"text": str, "label": int}`` with label 1 = member
 (seen in training) and 0 = non-member, and checked before any model work starts: an empty text, a
 missing or non-binary label, or a dataset with one class is an error that names the row and the fix.
+
+Where the rows come from is one setting for every task, ``data_source`` (task metadata, overridden
+with ``--metadata '{"data_source": ...}'``): ``hub`` (the default: the real
+``datasets.load_dataset`` call, or ``huggingface_hub.hf_hub_download`` for a Hub dataset whose
+loader is a script), ``package`` (WikiMIA's shipped copy) or a local path, a file or a directory
+holding the split's file. See :class:`DataSpec` and :func:`load_benchmark`.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import gzip
 import importlib.resources
 import json
-from collections.abc import Iterator
-from pathlib import Path
+import logging
+import re
+import tempfile
+import zipfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
 import datasets
 
+
+logger = logging.getLogger(__name__)
 
 PACKAGED_DATA = importlib.resources.files("pdd_tasks") / "data"
 
@@ -51,16 +65,63 @@ def read_jsonl(path: str | Path) -> list[dict]:
     return [record for _, record in iter_jsonl_records(path)]
 
 
-def read_local_rows(path: str | Path) -> list[dict]:
-    """Rows of a local ``.jsonl``/``.json`` (one object per line) or ``.csv`` file."""
+DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".csv", ".parquet")
+
+
+def _is_data_file(name: str) -> bool:
+    return name.lower().endswith(DATA_SUFFIXES)
+
+
+def read_local_rows(path: str | Path, zip_member: Sequence[str] = ()) -> list[dict]:
+    """Rows of a local data file: ``.jsonl`` (or gzipped ``.jsonl.gz``), ``.json`` (one object per
+    line, or a JSON array of objects), ``.csv``, ``.parquet``, or one such file inside a ``.zip``.
+
+    In a zip the file is the one whose name (in any folder) matches one of the ``zip_member``
+    names or glob patterns (case-insensitive), else the only data file in it.
+    """
     path = Path(path).expanduser()
     if not path.is_file():
-        raise DatasetError(f"Data file not found: {path}. Give the path of a .jsonl or .csv file.")
-    if path.suffix == ".csv":
+        raise DatasetError(f"Data file not found: {path}. Give the path of a .jsonl, .json, .csv, .parquet or .zip file.")
+    name = path.name.lower()
+    if name.endswith(".zip"):
+        return _read_zip_rows(path, zip_member)
+    if name.endswith(".csv"):
         return datasets.load_dataset("csv", data_files=str(path), split="train").to_list()
-    if path.suffix in (".jsonl", ".json"):
+    if name.endswith(".parquet"):
+        import pyarrow.parquet
+
+        return pyarrow.parquet.read_table(path).to_pylist()
+    if name.endswith(".json"):
+        with open(path, encoding="utf-8") as handle:
+            start = handle.read(4096).lstrip()[:1]
+        if start == "[":
+            records = json.loads(path.read_text(encoding="utf-8"))
+            if not all(isinstance(record, dict) for record in records):
+                raise DatasetError(f"{path}: expected a JSON array of objects.")
+            return records
         return read_jsonl(path)
-    raise DatasetError(f"{path}: unsupported file type {path.suffix!r}; use .jsonl (one JSON object per line) or .csv.")
+    if name.endswith((".jsonl", ".jsonl.gz")):
+        return read_jsonl(path)
+    raise DatasetError(
+        f"{path}: unsupported file type; use .jsonl (one JSON object per line), .jsonl.gz, .json, .csv, .parquet or .zip."
+    )
+
+
+def _read_zip_rows(path: Path, wanted: Sequence[str]) -> list[dict]:
+    with zipfile.ZipFile(path) as archive:
+        files = [n for n in archive.namelist() if _is_data_file(n) and not n.startswith("__MACOSX/")]
+        chosen = [n for n in files if any(fnmatch.fnmatch(PurePosixPath(n).name.lower(), w.lower()) for w in wanted)]
+        if not chosen and len(files) == 1:
+            chosen = files
+        if len(chosen) != 1:
+            named = f" named {', '.join(wanted)}" if wanted else ""
+            raise DatasetError(
+                f"{path}: expected one data file{named} in the zip, found {chosen or files or 'none'}. "
+                f"Unzip it and pass the file itself as data_source."
+            )
+        with tempfile.TemporaryDirectory() as folder:
+            extracted = archive.extract(chosen[0], folder)
+            return read_local_rows(extracted)
 
 
 def normalise_rows(rows: list[dict], source: str, text_field: str, label_field: str) -> datasets.Dataset:
@@ -101,43 +162,293 @@ def normalise_rows(rows: list[dict], source: str, text_field: str, label_field: 
     return datasets.Dataset.from_dict({"text": texts, "label": labels})
 
 
-def load_split(
-    *,
-    hub_id: str,
-    split: str,
-    packaged_file: str | None,
-    data_source: str,
-    text_field: str,
-    label_field: str,
-) -> datasets.Dataset:
-    """One split of a benchmark, from the package, a local directory or the HF Hub.
+# ------------------------------------------------------------------------------ benchmark data
 
-    ``data_source``: ``"package"`` (the copy shipped in ``pdd_tasks/data``), ``"hub"``
-    (``datasets.load_dataset(hub_id, split=split)``; needs network), or a local directory that
-    holds ``<split>.jsonl``.
+SCHEMAS = ("text_label", "member_nonmember")
+WORD_UNITS = ("whitespace", "jieba")
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Where a task's texts come from and how they become ``{"text", "label"}`` rows.
+
+    Read from the task YAML (``dataset_path`` = HF Hub id, ``dataset_name`` = Hub config,
+    ``test_split``) and its metadata; every metadata key can be overridden with
+    ``--metadata '{...}'``.
+
+    Attributes:
+        task: the task name (for messages).
+        dataset: the benchmark's name (metadata ``dataset_label``; for messages).
+        hub_id: Hugging Face Hub dataset id, or None where the benchmark is not on the Hub.
+        hub_config: Hub config name (``dataset_name``), if any.
+        split: the split (``test_split``); a data_source directory is searched for ``<split>.jsonl``
+            etc. unless ``local_file`` names the file.
+        data_source: ``"hub"`` (default: ``datasets.load_dataset``), ``"package"`` (a copy shipped
+            in ``pdd_tasks/data``, WikiMIA only) or a local path: a data file (.jsonl, .jsonl.gz,
+            .json, .csv, .parquet, .zip) or a directory holding the split's file.
+        packaged_file: path of the shipped copy below ``pdd_tasks/data``.
+        local_files: file names (glob patterns allowed) looked for in a data_source directory (and
+            its subdirectories) or zip (metadata ``local_file``, a name or a list).
+        hub_files: for a Hub dataset whose ``datasets`` loader is a script (MIMIR), the repository
+            files to fetch with ``huggingface_hub.hf_hub_download``, by role (``member``,
+            ``nonmember``); each holds one JSON string per line. In a data_source directory the
+            same relative paths are looked for.
+        schema: ``text_label`` (a text field and a 0/1 label field) or ``member_nonmember`` (a
+            member text field and a non-member text field per row, as MIMIR publishes it).
+        text_field, label_field: field names for ``text_label``.
+        member_field, nonmember_field: field names for ``member_nonmember``.
+        max_words: keep the first ``max_words`` words of each text (None: keep whole texts).
+        word_unit: ``whitespace`` (English: whitespace-separated words, the original spacing kept)
+            or ``jieba`` (Chinese: :func:`pdd_tasks.chinese.first_n_words`).
+        source_url: where to get the data when it is not on the Hub.
+        hub_note: added to the message when the Hub cannot be reached (e.g. "gated: accept ...").
     """
-    if data_source == "package":
-        if packaged_file is None:
-            raise DatasetError(f"{hub_id} is not shipped with lm-eval-pdd; use data_source 'hub' or a local directory.")
-        with importlib.resources.as_file(PACKAGED_DATA / packaged_file) as path:
-            rows = read_jsonl(path)
-        source = f"{packaged_file} (packaged copy of {hub_id})"
-    elif data_source == "hub":
-        try:
-            rows = datasets.load_dataset(hub_id, split=split).to_list()
-        except Exception as error:  # network or hub errors: say what to do instead
-            raise DatasetError(
-                f"Could not load {hub_id} split {split} from the Hugging Face Hub ({type(error).__name__}: {error}). "
-                f"Offline, put {split}.jsonl in a directory and pass --metadata '{{\"data_source\": \"<dir>\"}}'."
-            ) from error
-        source = f"{hub_id}:{split} (Hugging Face Hub)"
-    else:
-        path = Path(data_source).expanduser() / f"{split}.jsonl"
-        if not path.is_file():
-            raise DatasetError(
-                f"data_source {data_source!r}: expected a local directory holding {split}.jsonl (or 'package' "
-                f"or 'hub'), but {path} does not exist."
+
+    task: str
+    dataset: str
+    hub_id: str | None
+    split: str
+    hub_config: str | None = None
+    data_source: str = "hub"
+    packaged_file: str | None = None
+    local_files: tuple[str, ...] = ()
+    hub_files: tuple[tuple[str, str], ...] = ()
+    schema: str = "text_label"
+    text_field: str = "text"
+    label_field: str = "label"
+    member_field: str = "member"
+    nonmember_field: str = "nonmember"
+    max_words: int | None = None
+    word_unit: str = "whitespace"
+    source_url: str | None = None
+    hub_note: str | None = None
+
+    @classmethod
+    def from_task_config(cls, config) -> DataSpec:
+        """The spec of an lm-eval ``TaskConfig`` (uses ``task``, ``dataset_path``,
+        ``dataset_name``, ``test_split`` and ``metadata``)."""
+        metadata = dict(config.metadata or {})
+        task = config.task
+        hub_id = metadata.get("hub_id", config.dataset_path)
+        local = metadata.get("local_file") or []
+        local = [local] if isinstance(local, str) else list(local)
+        hub_files = metadata.get("hub_files") or {}
+        if not isinstance(hub_files, dict) or not set(hub_files) <= {"member", "nonmember"}:
+            raise ValueError(f"{task}: metadata hub_files={hub_files!r}: expected {{'member': path, 'nonmember': path}}.")
+        schema = metadata.get("schema", "text_label")
+        if schema not in SCHEMAS:
+            raise ValueError(f"{task}: metadata schema={schema!r}: expected one of {', '.join(SCHEMAS)}.")
+        word_unit = metadata.get("word_unit", "whitespace")
+        if word_unit not in WORD_UNITS:
+            raise ValueError(f"{task}: metadata word_unit={word_unit!r}: expected one of {', '.join(WORD_UNITS)}.")
+        max_words = metadata.get("max_words")
+        if max_words is not None and (isinstance(max_words, bool) or not isinstance(max_words, int) or max_words <= 0):
+            raise ValueError(f"{task}: metadata max_words={max_words!r}: expected a positive integer (e.g. 512) or null.")
+        return cls(
+            task=task,
+            dataset=str(metadata.get("dataset_label") or hub_id or task),
+            hub_id=hub_id or None,
+            hub_config=config.dataset_name,
+            split=config.test_split,
+            data_source=str(metadata.get("data_source") or "hub"),
+            packaged_file=metadata.get("packaged_file"),
+            local_files=tuple(local),
+            hub_files=tuple(sorted(hub_files.items())),
+            schema=schema,
+            text_field=metadata.get("text_field", "text"),
+            label_field=metadata.get("label_field", "label"),
+            member_field=metadata.get("member_field", "member"),
+            nonmember_field=metadata.get("nonmember_field", "nonmember"),
+            max_words=max_words,
+            word_unit=word_unit,
+            source_url=metadata.get("source_url"),
+            hub_note=metadata.get("hub_note"),
+        )
+
+    @property
+    def file_names(self) -> tuple[str, ...]:
+        """Names of the split's file looked for in a directory or zip."""
+        if self.local_files:
+            return self.local_files
+        return tuple(f"{self.split}{suffix}" for suffix in DATA_SUFFIXES) + (f"{self.split}-*.parquet",)
+
+    def override_hint(self, placeholder: str = "<path>") -> str:
+        """How to point the task at a local copy (for error messages)."""
+        if self.hub_files:
+            what = f"a directory holding {' and '.join(path for _, path in self.hub_files)}"
+        elif self.local_files:
+            what = f"a directory holding {' or '.join(self.local_files)}, or that file itself (also in a .zip)"
+        else:
+            what = (
+                f"a directory holding {self.split}.jsonl, .json, .csv or .parquet (or the Hub's "
+                f"{self.split}-*.parquet files), or that file itself"
             )
-        rows = read_jsonl(path)
-        source = str(path)
-    return normalise_rows(rows, source, text_field, label_field)
+        return f"pass --metadata '{{\"data_source\": \"{placeholder}\"}}' ({placeholder} = {what})"
+
+
+def load_benchmark(spec: DataSpec) -> datasets.Dataset:
+    """The checked ``{"text", "label"}`` rows (1 = member) of one task, from where ``spec`` says.
+
+    Raises :class:`DatasetError` naming the dataset, its Hub id and the ``data_source`` override
+    when the data cannot be read (e.g. offline without a local copy).
+    """
+    rows, source = _read_rows(spec)
+    if spec.schema == "member_nonmember":
+        rows = _member_nonmember_rows(rows, source, spec.member_field, spec.nonmember_field)
+        text_field, label_field = "text", "label"
+    else:
+        text_field, label_field = spec.text_field, spec.label_field
+    split = normalise_rows(rows, source, text_field, label_field)
+    if spec.max_words is not None:
+        split = _cut_to_words(split, spec)
+    return split
+
+
+def _read_rows(spec: DataSpec) -> tuple[list[dict], str]:
+    if spec.data_source == "package":
+        if spec.packaged_file is None:
+            raise DatasetError(
+                f"{spec.task}: {spec.dataset} is not shipped with lm-eval-pdd; use data_source 'hub', or for a "
+                f"local copy {spec.override_hint()}."
+            )
+        with importlib.resources.as_file(PACKAGED_DATA / spec.packaged_file) as path:
+            return read_jsonl(path), f"{spec.packaged_file} (packaged copy of {spec.hub_id})"
+    if spec.data_source == "hub":
+        return _read_hub_rows(spec)
+    path = Path(spec.data_source).expanduser()
+    if path.is_file():
+        return read_local_rows(path, zip_member=spec.file_names), str(path)
+    if path.is_dir():
+        return _read_directory_rows(path, spec)
+    raise DatasetError(
+        f"{spec.task}: data_source {spec.data_source!r} is neither 'hub', 'package' nor an existing file or "
+        f"directory; for a local copy, {spec.override_hint()}."
+    )
+
+
+def _read_hub_rows(spec: DataSpec) -> tuple[list[dict], str]:
+    if spec.hub_id is None:
+        where = f"download it from {spec.source_url}, then " if spec.source_url else ""
+        raise DatasetError(
+            f"{spec.task}: {spec.dataset} is not on the Hugging Face Hub, so it needs a local copy: "
+            f"{where}{spec.override_hint()}."
+        )
+    config = f", config {spec.hub_config}" if spec.hub_config else ""
+    label = f"{spec.dataset} from the Hugging Face Hub (dataset {spec.hub_id}{config}, split {spec.split})"
+    try:
+        if spec.hub_files:
+            from huggingface_hub import hf_hub_download
+
+            rows = []
+            for role, filename in spec.hub_files:
+                path = hf_hub_download(repo_id=spec.hub_id, filename=filename, repo_type="dataset")
+                rows += [{spec.member_field if role == "member" else spec.nonmember_field: text} for text in read_json_strings(path)]
+        else:
+            rows = datasets.load_dataset(spec.hub_id, spec.hub_config, split=spec.split).to_list()
+    except Exception as error:  # offline, gated, renamed...: say what to do instead
+        files = f" --include {' '.join(repr(f) for _, f in spec.hub_files)}" if spec.hub_files else ""
+        raise DatasetError(
+            f"{spec.task}: could not load {label}: {type(error).__name__}: {str(error).rstrip('.')}. "
+            f"To run offline, download it once where there is network "
+            f"(`hf download {spec.hub_id} --repo-type dataset{files} --local-dir <dir>`), then "
+            f"{spec.override_hint('<dir>')}.{' ' + spec.hub_note if spec.hub_note else ''}"
+        ) from error
+    return rows, f"{spec.hub_id}{':' + spec.hub_config if spec.hub_config else ''}:{spec.split} (Hugging Face Hub)"
+
+
+def _read_directory_rows(folder: Path, spec: DataSpec) -> tuple[list[dict], str]:
+    if spec.hub_files:  # the Hub repository's layout, or the folder below its top directory
+        rows = []
+        for role, filename in spec.hub_files:
+            parts = PurePosixPath(filename).parts
+            candidates = [folder.joinpath(*parts[i:]) for i in range(len(parts))]
+            found = next((c for c in candidates if c.is_file()), None)
+            if found is None:
+                raise DatasetError(
+                    f"{spec.task}: data_source directory {folder} does not hold {filename} "
+                    f"(looked for {', '.join(str(c) for c in candidates)}). For a local copy, "
+                    f"{spec.override_hint('<dir>')}; a single file of rows with {spec.member_field}/"
+                    f"{spec.nonmember_field} fields also works."
+                )
+            field = spec.member_field if role == "member" else spec.nonmember_field
+            rows += [{field: text} for text in read_json_strings(found)]
+        return rows, str(folder)
+    if (folder / "dataset_dict.json").is_file():  # a datasets.save_to_disk copy
+        saved = datasets.load_from_disk(str(folder))
+        if spec.split not in saved:
+            raise DatasetError(f"{spec.task}: {folder} (save_to_disk) has splits {sorted(saved)}, not {spec.split}.")
+        return saved[spec.split].to_list(), f"{folder} [{spec.split}]"
+    for pattern in spec.file_names:
+        matches = sorted(folder.glob(pattern)) or sorted(folder.rglob(pattern))
+        matches = [m for m in matches if m.is_file()]
+        if not matches:
+            continue
+        if len({m.parent for m in matches}) > 1:
+            raise DatasetError(
+                f"{spec.task}: data_source directory {folder} holds several {pattern}: "
+                f"{', '.join(map(str, matches))}. Pass the file itself as data_source."
+            )
+        rows = []
+        for match in matches:  # parquet shards of one split
+            rows += read_local_rows(match)
+        return rows, ", ".join(map(str, matches))
+    raise DatasetError(
+        f"{spec.task}: data_source directory {folder} holds none of {', '.join(spec.file_names)} "
+        f"(nor in its subdirectories). Put the split's file there, or pass the file itself as data_source."
+    )
+
+
+def read_json_strings(path: str | Path) -> list[str]:
+    """The texts of a file holding one JSON string per line (MIMIR's ``train``/``test`` files)."""
+    texts = []
+    with open(path, encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                text = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise DatasetError(f"{path}:{line_number}: not valid JSON ({error})") from None
+            if not isinstance(text, str):
+                raise DatasetError(f"{path}:{line_number}: expected a JSON string (one text per line), got {type(text).__name__}")
+            texts.append(text)
+    return texts
+
+
+def _member_nonmember_rows(rows: list[dict], source: str, member_field: str, nonmember_field: str) -> list[dict]:
+    """``{"text", "label"}`` rows from rows holding a member text, a non-member text or both
+    (MIMIR's schema); member = 1. A row's ``None`` field is skipped."""
+    converted = []
+    for index, row in enumerate(rows):
+        texts = [(row.get(member_field), 1), (row.get(nonmember_field), 0)]
+        if all(text is None for text, _ in texts):
+            raise DatasetError(
+                f"{source}, row {index}: neither {member_field!r} nor {nonmember_field!r} (fields: {sorted(row)}). "
+                f"Name them with --metadata '{{\"member_field\": \"...\", \"nonmember_field\": \"...\"}}'."
+            )
+        converted += [{"text": text, "label": label} for text, label in texts if text is not None]
+    return converted
+
+
+def first_n_whitespace_words(text: str, n: int) -> str:
+    """The prefix of ``text`` that ends with its ``n``-th whitespace-separated word (spacing kept).
+
+    >>> first_n_whitespace_words("one  two\\nthree four", 3)
+    'one  two\\nthree'
+    """
+    for count, match in enumerate(re.finditer(r"\S+", text), start=1):
+        if count == n:
+            return text[: match.end()]
+    return text
+
+
+def _cut_to_words(split: datasets.Dataset, spec: DataSpec) -> datasets.Dataset:
+    if spec.word_unit == "jieba":
+        from pdd_tasks.chinese import first_n_words as cut
+    else:
+        cut = first_n_whitespace_words
+    texts = [cut(text, spec.max_words) for text in split["text"]]
+    changed = sum(new != old for new, old in zip(texts, split["text"], strict=True))
+    if changed:
+        logger.info("%s: %d of %d texts cut to their first %d %s words", spec.task, changed, len(texts), spec.max_words, spec.word_unit)
+    return datasets.Dataset.from_dict({"text": texts, "label": split["label"]})

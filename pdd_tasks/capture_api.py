@@ -1,0 +1,459 @@
+"""Per-token log-prob capture for OpenAI-compatible completions servers (``--model local-completions``).
+
+lm-eval's ``LocalCompletionsAPI`` asks a ``/v1/completions`` server for a loglikelihood with
+``echo: true, logprobs: 1, max_tokens: 1`` (the prompt sent as token ids), sums the echoed prompt
+log-probs and discards them. :func:`install_api_capture` teaches its ``loglikelihood`` to answer the
+pdd tasks' :class:`~pdd_tasks.capture.PerTokenRequest` s with a :class:`~pdd_tasks.capture.TokenScores`:
+
+* one request per text (batches of ``batch_size`` texts per HTTP request and ``num_concurrent``
+  requests in flight, as the stock client sends them), the same payload with ``logprobs`` = k
+  (task setting ``topk_logprobs``, default 20), the prompt = start token + text tokens exactly as
+  stock ``TemplateLM.loglikelihood`` builds it for an empty context;
+* the log-prob of every text token from ``token_logprobs`` (exact), and the k alternatives of
+  ``top_logprobs`` at the same position, from which Min-K%++'s mu/sigma are estimated
+  (:func:`pdd_metrics.topk.approximate_mu_sigma`: the unreported mass spread uniformly over the rest
+  of the vocabulary). Loss, Zlib, Lowercase, Min-K% and DC-PDD are therefore exact; Min-K%++ is an
+  approximation, recorded as such in the results JSON.
+
+Before the first text is scored, :func:`check_server` sends one short probe and stops the run with a
+message naming the fault when the server cannot give correct prompt log-probs: no ``echo`` log-probs
+(chat-only APIs), prompts given as token ids refused, or log-probs that do not belong to the
+position they are reported at (llama-cpp-python's stock server shifts them by one position,
+abetlen/llama-cpp-python#1983). A broken server never yields a table of chance-level numbers.
+
+Every other request of the run goes to the stock method unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from pdd_metrics.topk import approximate_mu_sigma
+from pdd_tasks.capture import (
+    ModelInfo,
+    PerTokenRequest,
+    TextTooLongError,
+    TokenScores,
+    check_lm_eval_version,
+)
+
+
+logger = logging.getLogger(__name__)
+
+#: A short text an LM predicts well in places (counting, a repeated sentence): at those positions the
+#: most likely alternative *is* the next prompt token, which shows whether log-probs are aligned.
+PROBE_TEXT = (
+    "One, two, three, four, five, six, seven, eight, nine, ten, eleven, twelve. "
+    "Monday, Tuesday, Wednesday, Thursday, Friday, Saturday, Sunday. "
+    "The cat sat on the mat. The cat sat on the mat. The cat sat on the mat."
+)
+
+#: Two log-probs of the same token at the same position (token_logprobs vs top_logprobs) must agree
+#: to this (nats); servers print float32 values, so rounding is far below it.
+CONSISTENCY_TOLERANCE = 1e-3
+
+GOOD_SERVERS = (
+    "vLLM (`vllm serve <model>`), llama.cpp's `llama-server`, or lm-eval-pdd's "
+    "`python -m pdd_tasks.gguf_server --model <file.gguf>`"
+)
+
+
+class ServerCheckError(RuntimeError):
+    """The completions server cannot give correct prompt log-probs; the message names the fault."""
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    """What the probe found: positions checked, alignment counts, alternatives per position."""
+
+    positions: int
+    aligned: int  # positions whose most likely alternative is the prompt token there
+    ahead: int  # ... is the *next* prompt token (a shifted server)
+    alternatives_min: int
+    alternatives_max: int
+
+
+def install_api_capture() -> None:
+    """Make ``LocalCompletionsAPI.loglikelihood`` (and so ``openai-completions``) answer
+    :class:`PerTokenRequest` s with :class:`TokenScores`; make the chat-completions backends refuse
+    them with a clear message. Idempotent; other requests reach the stock methods unchanged."""
+    from lm_eval.models.openai_completions import LocalChatCompletion, LocalCompletionsAPI
+
+    check_lm_eval_version()
+    if not getattr(LocalCompletionsAPI.loglikelihood, "_pdd_capture", False):
+        stock = LocalCompletionsAPI.loglikelihood
+
+        def loglikelihood(self, requests, disable_tqdm: bool = False, **kwargs):
+            wants = [isinstance(request, PerTokenRequest) for request in requests]
+            if not any(wants):
+                return stock(self, requests, disable_tqdm=disable_tqdm, **kwargs)
+            others = [r for r, w in zip(requests, wants) if not w]
+            answered = iter(stock(self, others, disable_tqdm=disable_tqdm, **kwargs) if others else ())
+            captured = iter(score_per_token_api(self, [r for r, w in zip(requests, wants) if w], disable_tqdm))
+            return [next(captured) if w else next(answered) for w in wants]
+
+        loglikelihood._pdd_capture = True
+        loglikelihood.__doc__ = stock.__doc__
+        LocalCompletionsAPI.loglikelihood = loglikelihood
+
+    if not getattr(LocalChatCompletion.loglikelihood, "_pdd_capture", False):
+        stock_chat = LocalChatCompletion.loglikelihood
+
+        def chat_loglikelihood(self, requests, *args, **kwargs):
+            if any(isinstance(request, PerTokenRequest) for request in requests):
+                raise ServerCheckError(
+                    f"--model {_backend_name(self)}: a chat-completions API returns no prompt log-probs "
+                    f"(echo), so chat-only APIs cannot be used for pretraining-data detection. Use "
+                    f"--model local-completions with a /v1/completions server: {GOOD_SERVERS}."
+                )
+            return stock_chat(self, requests, *args, **kwargs)
+
+        chat_loglikelihood._pdd_capture = True
+        chat_loglikelihood.__doc__ = stock_chat.__doc__
+        LocalChatCompletion.loglikelihood = chat_loglikelihood
+
+
+def _backend_name(lm) -> str:
+    from lm_eval.models.openai_completions import LocalChatCompletion, LocalCompletionsAPI, OpenAICompletionsAPI
+
+    names = {
+        LocalCompletionsAPI: "local-completions",
+        OpenAICompletionsAPI: "openai-completions",
+        LocalChatCompletion: "local-chat-completions",
+    }
+    return names.get(type(lm), type(lm).__name__)
+
+
+def _check_client(lm) -> None:
+    """Settings of the harness client the capture needs (before anything is sent)."""
+    from lm_eval.models.openai_completions import LocalCompletionsAPI
+
+    cls = type(lm)
+    if cls._create_payload is not LocalCompletionsAPI._create_payload or cls.parse_logprobs is not LocalCompletionsAPI.parse_logprobs:
+        raise ServerCheckError(
+            f"--model {_backend_name(lm)}: this client builds its own request format; lm-eval-pdd reads "
+            f"per-token log-probs from OpenAI-format /v1/completions responses only (--model local-completions)."
+        )
+    if lm.tokenizer_backend != "huggingface" or not hasattr(lm.tokenizer, "get_vocab"):
+        raise ServerCheckError(
+            f"--model {_backend_name(lm)} with tokenizer_backend={lm.tokenizer_backend}: lm-eval-pdd needs the "
+            f"model's own tokenizer on this machine (token ids for DC-PDD and its frequency table). Pass "
+            f"--model_args ...,tokenizer=<HF name or directory of the served model>,tokenizer_backend=huggingface"
+        )
+    if not lm.tokenized_requests:
+        raise ServerCheckError(
+            f"--model {_backend_name(lm)} with tokenized_requests=False: lm-eval-pdd sends prompts as token ids, "
+            f"so that each returned log-prob belongs to a known token (a server re-tokenizing text may split it "
+            f"differently or add its own start token). Remove tokenized_requests=False, and use a server that "
+            f"accepts token-id prompts: {GOOD_SERVERS}."
+        )
+
+
+def api_model_info(lm, k: int) -> ModelInfo:
+    """Identity of the served model as the client knows it (its name, the local tokenizer)."""
+    cache = lm.__dict__.setdefault("_pdd_model_info", {})
+    if k not in cache:
+        from pdd_tasks.freq_tables import tokenizer_fingerprint
+
+        vocab_size = len(lm.tokenizer)
+        try:  # the output layer may be padded beyond the tokenizer (Pythia: 50277 tokens, 50304 outputs)
+            from transformers import AutoConfig
+
+            vocab_size = max(vocab_size, int(AutoConfig.from_pretrained(lm.tokenizer.name_or_path).vocab_size))
+        except Exception as error:  # noqa: BLE001 - a tokenizer without a model config: keep len(tokenizer)
+            logger.debug("No model config next to tokenizer %r: %s", lm.tokenizer.name_or_path, error)
+        cache[k] = ModelInfo(
+            name=str(lm.model or lm.base_url),
+            backend=_backend_name(lm),
+            vocab_size=vocab_size,
+            tokenizer_fingerprint=tokenizer_fingerprint(lm.tokenizer),
+            distribution_stats=f"top-k approximation (k={k}, uniform tail)",
+        )
+    return cache[k]
+
+
+def _encode(lm, request: PerTokenRequest) -> tuple[list[int], list[int], int]:
+    """Prompt tokens as stock ``TemplateLM.loglikelihood`` builds them for an empty context."""
+    context, text = request.args
+    if context != "":
+        raise ValueError(
+            f"{request.task_name} doc {request.doc_id}: per-token requests are scored after the start "
+            f"token and take an empty context, got a context of {len(context)} characters."
+        )
+    tokens = lm.tok_encode(text, add_special_tokens=False)
+    if not tokens:
+        raise ValueError(
+            f"{request.task_name} doc {request.doc_id}: the text has no tokens (empty text); "
+            f"remove empty texts from the dataset."
+        )
+    if lm.prefix_token_id != tokens[0]:
+        context_enc, continuation_enc = [lm.prefix_token_id], tokens
+    else:
+        context_enc, continuation_enc = tokens[:1], tokens[1:]
+    room = lm.max_length - len(context_enc)  # lm.max_length already keeps one token for generation
+    truncated = max(0, len(continuation_enc) - room)
+    if truncated and not request.truncate:
+        raise TextTooLongError(
+            f"{request.task_name} doc {request.doc_id}: the text has {len(continuation_enc)} tokens, more "
+            f"than fit the client's max_length ({lm.max_length + 1} tokens, one kept for the generated token "
+            f"and one for the start token). Pass the server's context length with --model_args "
+            f"...,max_length=<n>, score shorter texts, or allow truncation with --metadata "
+            f"'{{\"truncate\": true}}' (keeps the first {room} tokens of each long text)."
+        )
+    if truncated:
+        continuation_enc = continuation_enc[:room]
+    return context_enc, continuation_enc, truncated
+
+
+def _payload(lm, prompts: list[list[int]], k: int) -> dict:
+    """The stock client's loglikelihood payload for these prompts, asking for k alternatives."""
+    payload = lm._create_payload(lm.create_message(prompts), generate=False, seed=lm._seed)
+    payload["logprobs"] = k
+    return payload
+
+
+def _post(lm, payload: dict, retries: bool = True) -> dict:
+    import requests
+    from tenacity import retry, stop_after_attempt, wait_exponential
+
+    def send():
+        response = requests.post(
+            lm.base_url, json=payload, headers=lm.header, verify=lm.verify_certificate, timeout=lm.timeout
+        )
+        if not response.ok:
+            logger.warning("API request failed (HTTP %s): %s", response.status_code, response.text[:500])
+        response.raise_for_status()
+        return response.json()
+
+    if not retries:
+        return send()
+    return retry(
+        stop=stop_after_attempt(lm.max_retries), wait=wait_exponential(multiplier=0.5, min=1, max=10), reraise=True
+    )(send)()
+
+
+def _choices(response: dict, expected: int) -> list[dict]:
+    choices = response.get("choices") if isinstance(response, dict) else None
+    if not isinstance(choices, list) or len(choices) != expected:
+        raise ServerCheckError(
+            f"the server answered a request for {expected} prompt(s) with "
+            f"{'no choices' if not isinstance(choices, list) else f'{len(choices)} choices'}: "
+            f"{str(response)[:300]}"
+        )
+    return sorted(choices, key=lambda choice: choice.get("index", 0))
+
+
+def _prompt_logprobs(choice: dict, length: int) -> tuple[list, list, list | None]:
+    """(token_logprobs, top_logprobs, tokens) of the first ``length`` (prompt) positions; errors name
+    what is missing."""
+    logprobs = choice.get("logprobs")
+    values = logprobs.get("token_logprobs") if isinstance(logprobs, dict) else None
+    if not isinstance(values, list) or len(values) < length:
+        got = "no log-probs" if not isinstance(values, list) else f"log-probs for {len(values)} positions"
+        raise ServerCheckError(
+            f"this server returns no prompt log-probs (echo): asked for a {length}-token prompt with "
+            f"echo=true and logprobs, it returned {got}. Chat-only APIs cannot be used; use a /v1/completions "
+            f"server that echoes prompt log-probs: {GOOD_SERVERS}."
+        )
+    tops = logprobs.get("top_logprobs")
+    if not isinstance(tops, list) or len(tops) < length or any(not isinstance(t, dict) or not t for t in tops[1:length]):
+        raise ServerCheckError(
+            "this server returns prompt log-probs but not the top-k alternatives (top_logprobs) at every prompt "
+            "position, which Min-K%++ needs. Use a server that returns them with echo=true: " + GOOD_SERVERS + "."
+        )
+    tokens = logprobs.get("tokens")
+    return values[:length], tops[:length], tokens[:length] if isinstance(tokens, list) and len(tokens) >= length else None
+
+
+def check_server(lm, k: int) -> ProbeReport:
+    """Send one probe and raise :class:`ServerCheckError` naming the fault unless the server returns
+    prompt log-probs that belong to the positions they are reported at.
+
+    Checks, in order: the server accepts the stock client's loglikelihood request (token-id prompt,
+    ``echo``, ``logprobs`` = k); it returns a finite log-prob <= 0 for every prompt token but the
+    first, and top-k alternatives there; where the prompt token is among its own position's
+    alternatives, the two values agree; and at the positions the model predicts confidently, the
+    most likely alternative at position i is prompt token i, not token i + 1 (a server that reports
+    the next position's distribution, as llama-cpp-python's stock server does, fails here).
+    """
+    import requests
+
+    ids = [lm.prefix_token_id, *lm.tok_encode(PROBE_TEXT, add_special_tokens=False)]
+    where = f"the completions server at {lm.base_url}"
+    try:
+        response = _post(lm, _payload(lm, [ids], k), retries=False)
+    except requests.ConnectionError as error:
+        raise ServerCheckError(f"cannot reach {where} ({error}). Start the server or fix base_url.") from error
+    except requests.HTTPError as error:
+        refusal = f"HTTP {error.response.status_code}: {_error_text(error.response)}"
+        # Same probe as text: tells a refusal of token ids from a refusal of the request itself.
+        text_payload = _payload(lm, [ids], k)
+        text_payload["prompt"] = lm.tokenizer.decode(ids)
+        try:
+            text_response = _post(lm, text_payload, retries=False)
+        except requests.RequestException:
+            raise ServerCheckError(
+                f"{where} refused the loglikelihood request (echo=true, logprobs={k}, max_tokens=1; {refusal}). "
+                f"If it limits the number of log-probs, ask for fewer with --metadata '{{\"topk_logprobs\": 5}}'; "
+                f"a server that rejects echo, or a chat-only API, cannot give prompt log-probs. Servers that work: "
+                f"{GOOD_SERVERS}."
+            ) from error
+        faults = [
+            f"it refuses prompts given as token ids ({refusal}), which is how the harness sends them "
+            f"(with tokenized_requests=False the server would re-tokenize text and the log-probs could not be "
+            f"matched to tokens)"
+        ]
+        try:
+            _probe_values(text_response, None, k)
+        except ServerCheckError as second:
+            faults.append(str(second))
+        raise ServerCheckError(
+            f"{where} cannot be used: " + "; and ".join(faults) + ". "
+            f"llama-cpp-python's stock server (python -m llama_cpp.server) has both faults "
+            f"(abetlen/llama-cpp-python#1983). Use a server that accepts token-id prompts and returns correct prompt "
+            f"log-probs: {GOOD_SERVERS}."
+        ) from error
+    try:
+        report = _probe_values(response, ids, k, lm.tokenizer)
+    except ServerCheckError as error:
+        raise ServerCheckError(f"{where} cannot be used: {error}") from error
+    if report.alternatives_max < k:
+        logger.warning(
+            "%s returned at most %d alternatives per token although %d were asked for; Min-K%%++ is "
+            "approximated from those.", where, report.alternatives_max, k,
+        )
+    logger.info("%s passed the prompt log-prob check: %s", where, report)
+    return report
+
+
+def _error_text(response, limit: int = 160) -> str:
+    """The first line of a server's error message (OpenAI format ``{"error": {"message": ...}}``)."""
+    try:
+        message = response.json()["error"]["message"]
+    except Exception:  # noqa: BLE001 - not the OpenAI error format
+        message = response.text
+    line = " ".join(str(message).split()) or "(empty body)"
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _probe_values(response: dict, ids: list[int] | None, k: int, tokenizer=None) -> ProbeReport:
+    """The probe's checks on one response; ``ids`` None: a text prompt (length from the response)."""
+    (choice,) = _choices(response, 1)
+    logprobs = choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else {}
+    if ids is not None:
+        length = len(ids)
+    else:  # a text prompt: the server's own count, else all echoed tokens but the generated one
+        usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
+        length = usage.get("prompt_tokens") or len(logprobs.get("tokens") or []) - 1
+    values, tops, tokens = _prompt_logprobs(choice, length)
+    if tokens is None:
+        if tokenizer is None:
+            raise ServerCheckError("it returns no token strings (logprobs.tokens) with its log-probs")
+        tokens = [tokenizer.decode([t]) for t in ids]
+    bad = [i for i in range(1, length) if not isinstance(values[i], (int, float)) or not math.isfinite(values[i]) or values[i] > 1e-4]
+    if bad:
+        raise ServerCheckError(
+            f"it returns invalid prompt log-probs (position {bad[0]}: {values[bad[0]]!r}); expected a finite "
+            f"natural-log probability <= 0 for every prompt token after the first"
+        )
+    if all(values[i] == 0 for i in range(1, length)):
+        raise ServerCheckError("it returns a log-prob of 0.0 for every prompt token (no real prompt log-probs)")
+    inconsistent = []
+    for i in range(1, length):
+        own = tops[i].get(tokens[i])
+        best = max(tops[i].values())
+        if (own is not None and abs(own - values[i]) > CONSISTENCY_TOLERANCE) or values[i] > best + CONSISTENCY_TOLERANCE:
+            inconsistent.append(i)
+    if inconsistent:
+        i = inconsistent[0]
+        raise ServerCheckError(
+            f"its token_logprobs disagree with its own top_logprobs at {len(inconsistent)} of {length - 1} prompt "
+            f"positions (position {i}, token {tokens[i]!r}: {values[i]:.4f} vs alternatives "
+            f"{dict(sorted(tops[i].items(), key=lambda kv: -kv[1])[:3])})"
+        )
+    top1 = [None] + [max(tops[i].items(), key=lambda kv: kv[1])[0] for i in range(1, length)]
+    aligned = sum(top1[i] == tokens[i] for i in range(1, length))
+    ahead = sum(top1[i] == tokens[i + 1] for i in range(1, length - 1))
+    if ahead >= 3 and ahead > 2 * aligned:
+        raise ServerCheckError(
+            f"its prompt log-probs are shifted by one position: at {ahead} of {length - 1} prompt positions the "
+            f"most likely alternative it reports for token i is token i+1 (and token i itself at only {aligned}), "
+            f"i.e. each token is given a log-prob from the next position's distribution"
+        )
+    if aligned < 3:
+        logger.warning(
+            "Prompt log-prob check: the model's most likely alternative matched the probe text at only %d of %d "
+            "positions; alignment could not be confirmed (a weak model, or a faulty server).", aligned, length - 1,
+        )
+    sizes = [len(t) for t in tops[1:length]]
+    return ProbeReport(length - 1, aligned, ahead, min(sizes), max(sizes))
+
+
+def token_scores_from_choice(
+    choice: dict, prompt: list[int], context_length: int, info: ModelInfo, truncated: int = 0
+) -> TokenScores:
+    """Per-token values of one prompt's echoed log-probs: positions ``context_length..len(prompt)-1``
+    (the text tokens; any generated token after the prompt is left out)."""
+    values, tops, _ = _prompt_logprobs(choice, len(prompt))
+    scored = values[context_length:]
+    if any(v is None for v in scored):
+        raise ServerCheckError(f"the server returned null log-probs for text tokens: {scored[:10]}")
+    token_logprobs = np.asarray(scored, dtype=np.float64)
+    alternatives = [np.fromiter(t.values(), dtype=np.float64, count=len(t)) for t in tops[context_length:]]
+    mu, sigma = approximate_mu_sigma(alternatives, token_logprobs, info.vocab_size)
+    is_greedy = all(v >= alt.max() - 1e-6 for v, alt in zip(token_logprobs, alternatives))
+    return TokenScores(
+        token_logprobs.sum(), is_greedy, prompt[context_length:], token_logprobs, mu, sigma, info, truncated
+    )
+
+
+def score_per_token_api(lm, requests: list[PerTokenRequest], disable_tqdm: bool = False) -> list[TokenScores]:
+    """Answer per-token requests with one prompt each (sorted, batched and sent concurrently as the
+    stock ``TemplateAPI._loglikelihood_tokens`` does), after one server check per k."""
+    from lm_eval.models.utils import Collator
+    from tqdm import tqdm
+
+    _check_client(lm)
+    checked = lm.__dict__.setdefault("_pdd_server_checked", set())
+    results: list[TokenScores | None] = [None] * len(requests)
+    for k in sorted({request.topk_logprobs for request in requests}):
+        if k not in checked:
+            check_server(lm, k)
+            checked.add(k)
+        info = api_model_info(lm, k)
+        group = [i for i, request in enumerate(requests) if request.topk_logprobs == k]
+        encoded = [(i, requests[i].args, *_encode(lm, requests[i])) for i in group]
+        cut = sum(1 for *_, c in encoded if c)
+        if cut:
+            logger.warning("%d text(s) were longer than max_length and were truncated, as asked with truncate=true.", cut)
+        re_ord = Collator(encoded, sort_fn=lambda req: (-len(req[2] + req[3]), tuple(req[2] + req[3])))
+        batches = list(re_ord.get_batched(n=lm._batch_size))
+        pbar = tqdm(total=len(encoded), disable=disable_tqdm, desc="Scoring texts (per-token log-probs, API)")
+
+        def answer(batch):
+            prompts = [ctx + cont for _, _, ctx, cont, _ in batch]
+            response = _post(lm, _payload(lm, prompts, k))
+            out = []
+            for (index, args, ctx, cont, c), prompt, choice in zip(batch, prompts, _choices(response, len(batch)), strict=True):
+                scores = token_scores_from_choice(choice, prompt, len(ctx), info, c)
+                lm.cache_hook.add_partial("loglikelihood", args, scores)
+                out.append((index, scores))
+            pbar.update(len(batch))
+            return out
+
+        if lm._concurrent <= 1:
+            answered = [answer(batch) for batch in batches]
+        else:
+            with ThreadPoolExecutor(max_workers=lm._concurrent) as pool:
+                answered = list(pool.map(answer, batches))
+        pbar.close()
+        lm._pdd_http_requests = getattr(lm, "_pdd_http_requests", 0) + len(batches)
+        for index, scores in (pair for batch in answered for pair in batch):
+            results[index] = scores
+        logger.info("local-completions: %d texts scored with %d requests (k=%d).", len(encoded), len(batches), k)
+    return results

@@ -1,0 +1,425 @@
+"""Per-token log-prob capture for lm-eval's stock vLLM backend (``--model vllm``).
+
+The stock backend (``lm_eval/models/vllm_causallms.py``, class ``VLLM``) sends every loglikelihood
+request as one prompt with ``SamplingParams(prompt_logprobs=1)`` and sums the returned log-probs
+(``VLLM._parse_logprobs``). :func:`install_vllm_capture` teaches ``VLLM.loglikelihood`` to answer
+the pdd tasks' :class:`~pdd_tasks.capture.PerTokenRequest` s with a
+:class:`~pdd_tasks.capture.TokenScores` instead:
+
+* one prompt per text: the start token + the text's tokens, exactly as stock
+  ``TemplateLM.loglikelihood`` builds them for an empty context, sent through the backend's own
+  ``_model_generate`` (so data parallelism and LoRA work as in the stock path);
+* ``prompt_logprobs=k`` (task setting ``topk_logprobs``, default 20 = vLLM's default
+  ``max_logprobs``): vLLM returns, for every prompt position, the actual token and the k most likely
+  ones. The token log-probs are exact; Min-K%++'s mu/sigma are estimated from the top k with
+  :func:`pdd_metrics.approximate_mu_sigma` (the unreported mass spread uniformly over the rest of
+  the vocabulary);
+* or, with task setting ``exact_mu_sigma: true``, ``prompt_logprobs=-1``: the whole distribution,
+  |V| log-probs per text token (49,152 for SmolLM2, 151,936 for Qwen2), which vLLM refuses unless
+  the engine allows it: ``--model_args ...,max_logprobs=-1``. Exact, but costly: vLLM copies |V|
+  values per token from the GPU and builds them into Python objects (``flat_logprobs`` lists where
+  the installed vLLM has them, else one ``Logprob`` object each), so texts are sent in batches of
+  at most :data:`EXACT_ENTRIES_PER_BATCH` values.
+
+The results JSON records which was used (``configs.<task>.metadata.token_scores.mu_sigma``).
+
+vLLM imports CUDA-only code, so nothing here imports it at module level: the capture is installed
+only when lm-eval has already imported its vLLM backend module, which the CLI does when it creates a
+``--model vllm`` model, before the tasks are loaded (HARNESS.md, "Order in lm_eval run").
+
+Written against lm-eval 0.4.13 and vLLM 0.33.0 (``vllm/logprobs.py``: ``Logprob``,
+``FlatLogprobs``, ``append_logprobs_for_next_position``; ``vllm/v1/engine/logprobs.py``:
+``LogprobsProcessor._update_prompt_logprobs``; ``vllm/outputs.py``: ``RequestOutput``). Per prompt
+position i >= 1 vLLM lists the actual token x_i first and then the top k; the dict form
+(``list[dict[int, Logprob] | None]``) merges a duplicate x_i, the flat form (``FlatLogprobs``) keeps
+it; position 0 has nothing (``None`` or an empty range). Both forms are read here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+from tqdm import tqdm
+
+from pdd_metrics import approximate_mu_sigma
+from pdd_tasks.capture import (
+    ModelInfo,
+    PerTokenRequest,
+    TextTooLongError,
+    TokenScores,
+    check_lm_eval_version,
+)
+
+
+logger = logging.getLogger(__name__)
+
+VLLM_MODULE = "lm_eval.models.vllm_causallms"
+
+#: Exact mode: at most this many log-prob values (prompt tokens x |V|) per call to vLLM, which bounds
+#: the memory of the returned Python objects (about 100 bytes per value): 2**24 values is ~1.7 GB,
+#: 340 tokens of a 49,152-token vocabulary.
+EXACT_ENTRIES_PER_BATCH = 2**24
+
+#: Positions per call of approximate_mu_sigma (bounds its (positions x entries) float64 arrays).
+_VALUES_PER_BLOCK = 2**22
+
+
+def install_vllm_capture() -> None:
+    """Make lm-eval's ``VLLM.loglikelihood`` answer :class:`PerTokenRequest` s with
+    :class:`TokenScores`, if lm-eval's vLLM backend is in use (its module imported).
+
+    Idempotent; a no-op where vLLM is not in use or not installed. Other requests reach the stock
+    method unchanged.
+    """
+    module = sys.modules.get(VLLM_MODULE)
+    if module is not None and hasattr(module, "VLLM"):
+        patch_vllm_class(module.VLLM)
+
+
+def patch_vllm_class(cls: type) -> None:
+    """Wrap ``cls.loglikelihood`` (lm-eval's ``VLLM`` or a class with its interface)."""
+    check_lm_eval_version()
+    if getattr(cls.loglikelihood, "_pdd_capture", False):
+        return
+    stock_loglikelihood = cls.loglikelihood
+
+    def loglikelihood(self, requests, disable_tqdm: bool = False):
+        wants_tokens = [isinstance(request, PerTokenRequest) for request in requests]
+        if not any(wants_tokens):
+            return stock_loglikelihood(self, requests, disable_tqdm=disable_tqdm)
+        others = [request for request, wants in zip(requests, wants_tokens) if not wants]
+        stock = iter(stock_loglikelihood(self, others, disable_tqdm=disable_tqdm) if others else ())
+        per_token = [request for request, wants in zip(requests, wants_tokens) if wants]
+        captured = iter(score_per_token_vllm(self, per_token, disable_tqdm=disable_tqdm))
+        return [next(captured) if wants else next(stock) for wants in wants_tokens]
+
+    loglikelihood._pdd_capture = True
+    loglikelihood.__doc__ = stock_loglikelihood.__doc__
+    cls.loglikelihood = loglikelihood
+
+
+# -- what to ask for ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LogprobRequest:
+    """How many log-probs per prompt position to ask vLLM for: k, or all (``exact``)."""
+
+    topk: int
+    exact: bool
+
+    @classmethod
+    def of(cls, request: PerTokenRequest) -> LogprobRequest:
+        exact = bool(getattr(request, "exact_mu_sigma", False))
+        topk = getattr(request, "topk_logprobs", 20)
+        if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
+            raise ValueError(f"topk_logprobs={topk!r}: expected a whole number >= 1, e.g. 20.")
+        return cls(topk=0 if exact else topk, exact=exact)
+
+    @property
+    def prompt_logprobs(self) -> int:
+        return -1 if self.exact else self.topk
+
+    def describe(self) -> str:
+        if self.exact:
+            return "exact (full vocabulary from vLLM prompt_logprobs=-1)"
+        return (
+            f"top-{self.topk} approximation (vLLM prompt_logprobs={self.topk}; unreported mass spread "
+            f"uniformly over the rest of the vocabulary, pdd_metrics.approximate_mu_sigma)"
+        )
+
+
+def sampling_params(sampling_params_cls, wanted: LogprobRequest):
+    """The ``SamplingParams`` of a scoring prompt: one greedy token (vLLM must generate at least one)
+    and the prompt log-probs, as stock ``VLLM._model_generate`` builds them, with
+    ``prompt_logprobs=k`` (or -1) instead of 1 and, where the installed vLLM has it,
+    ``flat_logprobs=True`` (a few flat lists instead of one ``Logprob`` object per value)."""
+    kwargs = dict(temperature=0, max_tokens=1, detokenize=False, prompt_logprobs=wanted.prompt_logprobs)
+    if "flat_logprobs" in _field_names(sampling_params_cls):
+        kwargs["flat_logprobs"] = True
+    return sampling_params_cls(**kwargs)
+
+
+def _field_names(cls) -> set[str]:
+    if dataclasses.is_dataclass(cls):
+        return {field.name for field in dataclasses.fields(cls)}
+    return set(getattr(cls, "__struct_fields__", ()))  # vLLM < 0.11: msgspec.Struct
+
+
+def _engine_model_config(lm):
+    """vLLM's ModelConfig of a single-engine VLLM (None with data parallelism: no engine here)."""
+    try:
+        return lm.model.llm_engine.model_config
+    except AttributeError:
+        return None
+
+
+def vllm_vocab_size(lm) -> int:
+    """|V|: the size of the model's output distribution (what ``prompt_logprobs=-1`` returns)."""
+    model_config = _engine_model_config(lm)
+    if model_config is not None:
+        return int(model_config.get_vocab_size())
+    config = lm._config
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return int(text_config.vocab_size)
+
+
+def check_logprob_limit(lm, wanted: LogprobRequest, vocab_size: int) -> None:
+    """Refuse, before any scoring, what vLLM's engine would refuse (``max_logprobs``, default 20)."""
+    model_config = _engine_model_config(lm)
+    limit = getattr(model_config, "max_logprobs", None)
+    if limit is None or limit == -1:
+        return
+    asked = vocab_size if wanted.exact else wanted.topk
+    if asked <= limit:
+        return
+    if wanted.exact:
+        raise ValueError(
+            f"exact_mu_sigma=true asks vLLM for all {vocab_size} log-probs per token, but the engine "
+            f"allows at most max_logprobs={limit}. Add max_logprobs=-1 to --model_args (costs |V| = "
+            f"{vocab_size} values per token), or drop exact_mu_sigma to use the top-k approximation."
+        )
+    raise ValueError(
+        f"topk_logprobs={wanted.topk} is more than the vLLM engine allows (max_logprobs={limit}). "
+        f"Lower it (--metadata '{{\"topk_logprobs\": {limit}}}') or raise the limit with "
+        f"max_logprobs={wanted.topk} in --model_args."
+    )
+
+
+def vllm_model_info(lm, wanted: LogprobRequest) -> ModelInfo:
+    """Identity of a VLLM model and tokenizer, one object per log-prob mode."""
+    cache = lm.__dict__.setdefault("_pdd_model_info", {})
+    if wanted not in cache:
+        from pdd_tasks.freq_tables import tokenizer_fingerprint
+
+        model_args = getattr(lm, "model_args", {}) or {}
+        cache[wanted] = ModelInfo(
+            name=str(model_args.get("model") or getattr(lm.tokenizer, "name_or_path", "") or "vllm"),
+            backend="vllm",
+            vocab_size=vllm_vocab_size(lm),
+            tokenizer_fingerprint=tokenizer_fingerprint(lm.tokenizer),
+            distribution_stats=wanted.describe(),
+        )
+    return cache[wanted]
+
+
+# -- the prompt --------------------------------------------------------------------------------
+
+
+def encode_prompt(lm, request: PerTokenRequest) -> tuple[list[int], int, int]:
+    """``(prompt token ids, number of start tokens, tokens cut)`` of a per-token request.
+
+    The prompt is ``context_enc + continuation_enc`` as stock ``TemplateLM.loglikelihood`` builds them
+    for an empty context: ``[prefix_token_id] + tok_encode(text)``, or the text's own tokens when they
+    already start with the prefix token. A vLLM prompt plus the one generated token must fit in
+    ``max_length`` (stock: ``max_cxt_len = max_length - 1``), so a text may have at most
+    ``max_length - 2`` tokens after its start token; a longer one is an error unless the request
+    allows truncation (then its beginning is kept).
+    """
+    context, text = request.args
+    if context != "":
+        raise ValueError(
+            f"{request.task_name} doc {request.doc_id}: per-token requests are scored after the start "
+            f"token and take an empty context, got a context of {len(context)} characters."
+        )
+    tokens = lm.tok_encode(text, add_special_tokens=False)
+    if not tokens:
+        raise ValueError(
+            f"{request.task_name} doc {request.doc_id}: the text has no tokens (empty text); "
+            f"remove empty texts from the dataset."
+        )
+    if lm.prefix_token_id != tokens[0]:
+        context_enc, continuation_enc = [lm.prefix_token_id], list(tokens)
+    else:
+        context_enc, continuation_enc = list(tokens[:1]), list(tokens[1:])
+    if not continuation_enc:
+        raise ValueError(
+            f"{request.task_name} doc {request.doc_id}: the text is only the start token; there is "
+            f"nothing to score. Remove it from the dataset."
+        )
+    room = lm.max_length - 1 - len(context_enc)
+    truncated = max(0, len(continuation_enc) - room)
+    if truncated and not request.truncate:
+        raise TextTooLongError(
+            f"{request.task_name} doc {request.doc_id}: the text has {len(continuation_enc)} tokens, "
+            f"more than fit in vLLM's context window of {lm.max_length} tokens with the start token "
+            f"and one generated token ({room}). Score shorter texts, a model with a longer context, "
+            f"or allow truncation with --metadata '{{\"truncate\": true}}' (keeps the first {room} "
+            f"tokens of each long text)."
+        )
+    if truncated:
+        continuation_enc = continuation_enc[:room]
+    return context_enc + continuation_enc, len(context_enc), truncated
+
+
+# -- the answer --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ParsedPrompt:
+    """Per scored token: its id, its log-prob, and the log-probs vLLM listed at its position."""
+
+    token_ids: np.ndarray  # int64 (n,)
+    logprobs: np.ndarray  # float64 (n,)
+    listed: list[np.ndarray]  # n arrays of distinct tokens' log-probs, x_i's included
+    is_greedy: bool
+
+
+def _logprob_value(entry) -> float:
+    return float(getattr(entry, "logprob", entry))  # vLLM's Logprob, or a float (vLLM < 0.4)
+
+
+def parse_prompt_logprobs(prompt_token_ids, prompt_logprobs, start: int) -> ParsedPrompt:
+    """Read ``RequestOutput.prompt_logprobs`` for the prompt tokens from index ``start`` on.
+
+    Accepts vLLM's two forms: ``list[dict[token_id, Logprob] | None]`` and ``FlatLogprobs``
+    (parallel flat lists ``token_ids``/``logprobs`` with per-position ``start_indices`` and
+    ``end_indices``; x_i is listed first and again among the top k when it is one of them, and is
+    counted once here).
+    """
+    prompt = list(prompt_token_ids)
+    if prompt_logprobs is None:
+        raise ValueError(
+            "vLLM returned no prompt_logprobs; the request must set SamplingParams(prompt_logprobs=k)."
+        )
+    if len(prompt_logprobs) != len(prompt):
+        raise ValueError(
+            f"vLLM returned prompt_logprobs for {len(prompt_logprobs)} positions for a prompt of "
+            f"{len(prompt)} tokens; expected one per prompt token (the first empty)."
+        )
+    if start < 1:
+        raise ValueError("the first prompt token has no log-prob (nothing precedes it): start must be >= 1")
+    flat = hasattr(prompt_logprobs, "start_indices") and hasattr(prompt_logprobs, "token_ids")
+    if flat:
+        all_ids = np.asarray(prompt_logprobs.token_ids, dtype=np.int64)
+        all_values = np.asarray(prompt_logprobs.logprobs, dtype=np.float64)
+    token_logprobs, listed, greedy = [], [], True
+    for position in range(start, len(prompt)):
+        token = prompt[position]
+        if flat:
+            lo, hi = prompt_logprobs.start_indices[position], prompt_logprobs.end_indices[position]
+            ids, values = all_ids[lo:hi], all_values[lo:hi]
+            if ids.size > 1 and ids[0] == token and np.any(ids[1:] == token):
+                ids, values = ids[1:], values[1:]  # x_i listed first and among the top k
+        else:
+            entry = prompt_logprobs[position]
+            if entry is None:
+                raise ValueError(f"vLLM returned no log-probs at prompt position {position}")
+            ids = np.fromiter(entry.keys(), dtype=np.int64, count=len(entry))
+            values = np.fromiter((_logprob_value(v) for v in entry.values()), dtype=np.float64, count=len(entry))
+        where = np.flatnonzero(ids == token)
+        if where.size == 0:
+            raise ValueError(
+                f"vLLM's log-probs at prompt position {position} do not include the prompt token {token}; "
+                f"expected it listed first (vLLM >= 0.4 always lists it)."
+            )
+        token_logprobs.append(values[where[0]])
+        listed.append(values)
+        if greedy and ids[int(np.argmax(values))] != token:
+            greedy = False
+    return ParsedPrompt(
+        token_ids=np.asarray(prompt[start:], dtype=np.int64),
+        logprobs=np.asarray(token_logprobs, dtype=np.float64),
+        listed=listed,
+        is_greedy=greedy,
+    )
+
+
+def mu_sigma_from_listed(parsed: ParsedPrompt, vocab_size: int, wanted: LogprobRequest) -> tuple[np.ndarray, np.ndarray]:
+    """Min-K%++'s mu/sigma per scored token: exact when vLLM listed the whole vocabulary, else the
+    top-k estimate of :func:`pdd_metrics.approximate_mu_sigma` (x_i is among the listed values)."""
+    if wanted.exact:
+        short = [i for i, values in enumerate(parsed.listed) if values.size < vocab_size]
+        if short:
+            raise ValueError(
+                f"exact_mu_sigma: vLLM listed {parsed.listed[short[0]].size} log-probs at text token "
+                f"{short[0]}, fewer than the vocabulary's {vocab_size}; the exact mu/sigma need all of them "
+                f"(prompt_logprobs=-1 with max_logprobs=-1)."
+            )
+    width = max(values.size for values in parsed.listed)
+    block = max(1, _VALUES_PER_BLOCK // width)
+    mus, sigmas = [], []
+    for lo in range(0, len(parsed.listed), block):
+        mu, sigma = approximate_mu_sigma(parsed.listed[lo : lo + block], parsed.logprobs[lo : lo + block], vocab_size)
+        mus.append(mu)
+        sigmas.append(sigma)
+    return np.concatenate(mus), np.concatenate(sigmas)
+
+
+def _batches(encoded: list, lm, wanted: LogprobRequest, vocab_size: int):
+    """Stock batching (``batch_size`` prompts, all at once for ``auto``); exact mode also caps the
+    log-prob values per call at :data:`EXACT_ENTRIES_PER_BATCH`."""
+    size = 0 if lm.batch_size == "auto" else int(lm.batch_size)
+    batch, values = [], 0
+    for item in encoded:
+        item_values = len(item[1]) * vocab_size if wanted.exact else 0
+        full = (size and len(batch) >= size) or (
+            wanted.exact and batch and values + item_values > EXACT_ENTRIES_PER_BATCH
+        )
+        if full:
+            yield batch
+            batch, values = [], 0
+        batch.append(item)
+        values += item_values
+    if batch:
+        yield batch
+
+
+def score_per_token_vllm(
+    lm, requests: list[PerTokenRequest], disable_tqdm: bool = False, sampling_params_cls=None
+) -> list[TokenScores]:
+    """Answer per-token requests with one vLLM prompt each (longest first, as the stock path)."""
+    if sampling_params_cls is None:  # the class the backend's module uses (lm-eval imports it from vllm)
+        sampling_params_cls = getattr(sys.modules.get(type(lm).__module__), "SamplingParams", None)
+    if sampling_params_cls is None:
+        from vllm import SamplingParams as sampling_params_cls  # noqa: N813  (lazy: vLLM needs CUDA)
+
+    vocab_size = vllm_vocab_size(lm)
+    groups: dict[LogprobRequest, list[int]] = {}
+    for index, request in enumerate(requests):
+        groups.setdefault(LogprobRequest.of(request), []).append(index)
+    results: list[TokenScores | None] = [None] * len(requests)
+    pbar = tqdm(total=len(requests), disable=disable_tqdm or getattr(lm, "rank", 0) != 0, desc="Scoring texts (vLLM prompt log-probs)")
+    for wanted, indices in groups.items():
+        check_logprob_limit(lm, wanted, vocab_size)
+        info = vllm_model_info(lm, wanted)
+        params = sampling_params(sampling_params_cls, wanted)
+        encoded = [(index, *encode_prompt(lm, requests[index])) for index in indices]
+        truncated = sum(cut > 0 for *_, cut in encoded)
+        if truncated:
+            logger.warning(
+                "%d text(s) were longer than the context window (%d tokens) and were truncated, as "
+                "asked with truncate=true.",
+                truncated,
+                lm.max_length,
+            )
+        encoded.sort(key=lambda item: (-len(item[1]), tuple(item[1])))
+        for batch in _batches(encoded, lm, wanted, vocab_size):
+            outputs = lm._model_generate(requests=[prompt for _, prompt, _, _ in batch], generate=True, sampling_params=params)
+            for (index, prompt, start, cut), output in zip(batch, outputs, strict=True):
+                parsed = parse_prompt_logprobs(output.prompt_token_ids or prompt, output.prompt_logprobs, start)
+                if list(parsed.token_ids) != prompt[start:]:
+                    raise RuntimeError(
+                        "vLLM returned the outputs of another prompt (prompt token ids differ); outputs "
+                        "must come back in request order."
+                    )
+                mu, sigma = mu_sigma_from_listed(parsed, vocab_size, wanted)
+                answer = TokenScores(
+                    parsed.logprobs.sum(),
+                    parsed.is_greedy,
+                    parsed.token_ids,
+                    parsed.logprobs,
+                    mu,
+                    sigma,
+                    info,
+                    truncated_tokens=cut,
+                )
+                results[index] = answer
+                lm.cache_hook.add_partial("loglikelihood", requests[index].args, answer)
+                pbar.update(1)
+    pbar.close()
+    return results
