@@ -100,6 +100,50 @@ def check_lm_eval_version() -> None:
         )
 
 
+def wrap_loglikelihood(cls: type, score_per_token) -> None:
+    """Make ``cls.loglikelihood`` answer :class:`PerTokenRequest` s with
+    ``score_per_token(lm, requests, disable_tqdm=...)`` (a list of :class:`TokenScores`, in request
+    order); every other request goes to the stock method, in one call, unchanged. Idempotent."""
+    if getattr(cls.loglikelihood, "_pdd_capture", False):
+        return
+    stock_loglikelihood = cls.loglikelihood
+
+    def loglikelihood(self, requests, disable_tqdm: bool = False, **kwargs):
+        wants_tokens = [isinstance(request, PerTokenRequest) for request in requests]
+        if not any(wants_tokens):
+            return stock_loglikelihood(self, requests, disable_tqdm=disable_tqdm, **kwargs)
+        others = [request for request, wants in zip(requests, wants_tokens) if not wants]
+        stock = iter(stock_loglikelihood(self, others, disable_tqdm=disable_tqdm, **kwargs) if others else ())
+        per_token = [request for request, wants in zip(requests, wants_tokens) if wants]
+        captured = iter(score_per_token(self, per_token, disable_tqdm=disable_tqdm))
+        return [next(captured) if wants else next(stock) for wants in wants_tokens]
+
+    loglikelihood._pdd_capture = True
+    loglikelihood.__doc__ = stock_loglikelihood.__doc__
+    cls.loglikelihood = loglikelihood
+
+
+def split_after_start_token(lm, request: PerTokenRequest) -> tuple[list[int], list[int]]:
+    """``(context, text tokens)`` as stock ``TemplateLM.loglikelihood`` builds them for an empty
+    context: the text after the backend's ``prefix_token_id`` (BOS, else EOS), unless the text's
+    own first token is that token. Errors on a non-empty context or a text without tokens."""
+    context, text = request.args
+    if context != "":
+        raise ValueError(
+            f"{request.task_name} doc {request.doc_id}: per-token requests are scored after the start "
+            f"token and take an empty context, got a context of {len(context)} characters."
+        )
+    tokens = list(lm.tok_encode(text, add_special_tokens=False))
+    if not tokens:
+        raise ValueError(
+            f"{request.task_name} doc {request.doc_id}: the text has no tokens (empty text); "
+            f"remove empty texts from the dataset."
+        )
+    if lm.prefix_token_id != tokens[0]:
+        return [lm.prefix_token_id], tokens
+    return tokens[:1], tokens[1:]
+
+
 def install_hf_capture() -> None:
     """Make ``HFLM.loglikelihood`` answer :class:`PerTokenRequest`s with :class:`TokenScores`.
 
@@ -108,23 +152,7 @@ def install_hf_capture() -> None:
     from lm_eval.models.huggingface import HFLM
 
     check_lm_eval_version()
-    if getattr(HFLM.loglikelihood, "_pdd_capture", False):
-        return
-    stock_loglikelihood = HFLM.loglikelihood
-
-    def loglikelihood(self, requests, disable_tqdm: bool = False):
-        wants_tokens = [isinstance(request, PerTokenRequest) for request in requests]
-        if not any(wants_tokens):
-            return stock_loglikelihood(self, requests, disable_tqdm=disable_tqdm)
-        others = [request for request, wants in zip(requests, wants_tokens) if not wants]
-        stock = iter(stock_loglikelihood(self, others, disable_tqdm=disable_tqdm) if others else ())
-        per_token = [request for request, wants in zip(requests, wants_tokens) if wants]
-        captured = iter(score_per_token_hf(self, per_token, disable_tqdm=disable_tqdm))
-        return [next(captured) if wants else next(stock) for wants in wants_tokens]
-
-    loglikelihood._pdd_capture = True
-    loglikelihood.__doc__ = stock_loglikelihood.__doc__
-    HFLM.loglikelihood = loglikelihood
+    wrap_loglikelihood(HFLM, score_per_token_hf)
     _install_cpu_data_parallel(HFLM)
 
 
@@ -191,22 +219,7 @@ def hf_model_info(lm) -> ModelInfo:
 
 def _encode_text(lm, request: PerTokenRequest) -> tuple[list[int], list[int], int]:
     """Tokens as stock ``TemplateLM.loglikelihood`` builds them for an empty context."""
-    context, text = request.args
-    if context != "":
-        raise ValueError(
-            f"{request.task_name} doc {request.doc_id}: per-token requests are scored after the start "
-            f"token and take an empty context, got a context of {len(context)} characters."
-        )
-    tokens = lm.tok_encode(text, add_special_tokens=False)
-    if not tokens:
-        raise ValueError(
-            f"{request.task_name} doc {request.doc_id}: the text has no tokens (empty text); "
-            f"remove empty texts from the dataset."
-        )
-    if lm.prefix_token_id != tokens[0]:
-        context_enc, continuation_enc = [lm.prefix_token_id], tokens
-    else:
-        context_enc, continuation_enc = tokens[:1], tokens[1:]
+    context_enc, continuation_enc = split_after_start_token(lm, request)
     truncated = max(0, len(continuation_enc) - lm.max_length)
     if truncated and not request.truncate:
         raise TextTooLongError(

@@ -40,6 +40,8 @@ from pdd_tasks.capture import (
     TextTooLongError,
     TokenScores,
     check_lm_eval_version,
+    split_after_start_token,
+    wrap_loglikelihood,
 )
 
 
@@ -85,21 +87,7 @@ def install_api_capture() -> None:
     from lm_eval.models.openai_completions import LocalChatCompletion, LocalCompletionsAPI
 
     check_lm_eval_version()
-    if not getattr(LocalCompletionsAPI.loglikelihood, "_pdd_capture", False):
-        stock = LocalCompletionsAPI.loglikelihood
-
-        def loglikelihood(self, requests, disable_tqdm: bool = False, **kwargs):
-            wants = [isinstance(request, PerTokenRequest) for request in requests]
-            if not any(wants):
-                return stock(self, requests, disable_tqdm=disable_tqdm, **kwargs)
-            others = [r for r, w in zip(requests, wants) if not w]
-            answered = iter(stock(self, others, disable_tqdm=disable_tqdm, **kwargs) if others else ())
-            captured = iter(score_per_token_api(self, [r for r, w in zip(requests, wants) if w], disable_tqdm))
-            return [next(captured) if w else next(answered) for w in wants]
-
-        loglikelihood._pdd_capture = True
-        loglikelihood.__doc__ = stock.__doc__
-        LocalCompletionsAPI.loglikelihood = loglikelihood
+    wrap_loglikelihood(LocalCompletionsAPI, score_per_token_api)
 
     if not getattr(LocalChatCompletion.loglikelihood, "_pdd_capture", False):
         stock_chat = LocalChatCompletion.loglikelihood
@@ -179,22 +167,7 @@ def api_model_info(lm, k: int) -> ModelInfo:
 
 def _encode(lm, request: PerTokenRequest) -> tuple[list[int], list[int], int]:
     """Prompt tokens as stock ``TemplateLM.loglikelihood`` builds them for an empty context."""
-    context, text = request.args
-    if context != "":
-        raise ValueError(
-            f"{request.task_name} doc {request.doc_id}: per-token requests are scored after the start "
-            f"token and take an empty context, got a context of {len(context)} characters."
-        )
-    tokens = lm.tok_encode(text, add_special_tokens=False)
-    if not tokens:
-        raise ValueError(
-            f"{request.task_name} doc {request.doc_id}: the text has no tokens (empty text); "
-            f"remove empty texts from the dataset."
-        )
-    if lm.prefix_token_id != tokens[0]:
-        context_enc, continuation_enc = [lm.prefix_token_id], tokens
-    else:
-        context_enc, continuation_enc = tokens[:1], tokens[1:]
+    context_enc, continuation_enc = split_after_start_token(lm, request)
     room = lm.max_length - len(context_enc)  # lm.max_length already keeps one token for generation
     truncated = max(0, len(continuation_enc) - room)
     if truncated and not request.truncate:

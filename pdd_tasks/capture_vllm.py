@@ -52,6 +52,8 @@ from pdd_tasks.capture import (
     TextTooLongError,
     TokenScores,
     check_lm_eval_version,
+    split_after_start_token,
+    wrap_loglikelihood,
 )
 
 
@@ -83,23 +85,7 @@ def install_vllm_capture() -> None:
 def patch_vllm_class(cls: type) -> None:
     """Wrap ``cls.loglikelihood`` (lm-eval's ``VLLM`` or a class with its interface)."""
     check_lm_eval_version()
-    if getattr(cls.loglikelihood, "_pdd_capture", False):
-        return
-    stock_loglikelihood = cls.loglikelihood
-
-    def loglikelihood(self, requests, disable_tqdm: bool = False):
-        wants_tokens = [isinstance(request, PerTokenRequest) for request in requests]
-        if not any(wants_tokens):
-            return stock_loglikelihood(self, requests, disable_tqdm=disable_tqdm)
-        others = [request for request, wants in zip(requests, wants_tokens) if not wants]
-        stock = iter(stock_loglikelihood(self, others, disable_tqdm=disable_tqdm) if others else ())
-        per_token = [request for request, wants in zip(requests, wants_tokens) if wants]
-        captured = iter(score_per_token_vllm(self, per_token, disable_tqdm=disable_tqdm))
-        return [next(captured) if wants else next(stock) for wants in wants_tokens]
-
-    loglikelihood._pdd_capture = True
-    loglikelihood.__doc__ = stock_loglikelihood.__doc__
-    cls.loglikelihood = loglikelihood
+    wrap_loglikelihood(cls, score_per_token_vllm)
 
 
 # -- what to ask for ---------------------------------------------------------------------------
@@ -220,22 +206,7 @@ def encode_prompt(lm, request: PerTokenRequest) -> tuple[list[int], int, int]:
     ``max_length - 2`` tokens after its start token; a longer one is an error unless the request
     allows truncation (then its beginning is kept).
     """
-    context, text = request.args
-    if context != "":
-        raise ValueError(
-            f"{request.task_name} doc {request.doc_id}: per-token requests are scored after the start "
-            f"token and take an empty context, got a context of {len(context)} characters."
-        )
-    tokens = lm.tok_encode(text, add_special_tokens=False)
-    if not tokens:
-        raise ValueError(
-            f"{request.task_name} doc {request.doc_id}: the text has no tokens (empty text); "
-            f"remove empty texts from the dataset."
-        )
-    if lm.prefix_token_id != tokens[0]:
-        context_enc, continuation_enc = [lm.prefix_token_id], list(tokens)
-    else:
-        context_enc, continuation_enc = list(tokens[:1]), list(tokens[1:])
+    context_enc, continuation_enc = split_after_start_token(lm, request)
     if not continuation_enc:
         raise ValueError(
             f"{request.task_name} doc {request.doc_id}: the text is only the start token; there is "

@@ -72,8 +72,13 @@ def method_table(results: dict, metrics: tuple[str, ...] = ("auc", "tpr@fpr<5%")
     notes = []
     for task in no_lowercase:
         language = (results["configs"][task].get("metadata") or {}).get("language")
-        why = f"its texts ({language}) have no letter case" if language in ("zh", "ja") else "turned off for it"
-        notes.append(f"n/a: Lowercase does not apply to {task} ({why}; task setting `lowercase: false`).")
+        if language in ("zh", "ja"):
+            notes.append(
+                f"n/a: Lowercase does not apply to {task} (its texts ({language}) have no letter case; "
+                f"task setting `lowercase: false`)."
+            )
+        else:
+            notes.append(f"n/a: Lowercase was not scored for {task} (setting `lowercase: false`).")
     if missing:
         notes.append(f"n/a: not in the results: {', '.join(missing)}.")
     sizes = ", ".join(f"{task}: {results['n-samples'][task]['effective']} texts" for task in tasks if task in results.get("n-samples", {}))
