@@ -247,7 +247,7 @@ class ControlledMembershipTask(MembershipInferenceTask):
         if not data.is_file():
             raise DatasetError(
                 f"pdd_controlled: no benchmark at {directory} ({data.name} missing). Make it first with "
-                f"`lm-eval-pdd make-controlled --output {directory}` (about 10 minutes on 2 CPU cores), "
+                f"`lm-eval-pdd make-controlled --output {directory}` (a CPU fine-tuning run), "
                 f"or point to one with --metadata '{{\"controlled_dir\": \"<dir>\"}}'."
             )
         pretrained = (self.config.metadata or {}).get("pretrained")
