@@ -17,23 +17,16 @@ import statistics
 import time
 
 import torch
-from lm_eval.api.instance import Instance
 from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
+from _common import cpu_name, pdd_and_stock_requests
 from pdd_tasks.cli import tasks_path
 from pdd_tasks.default_model import ensure_default_model
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     return f"{cpu}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, Python {platform.python_version()}"
 
 
@@ -50,14 +43,7 @@ def main() -> None:
     manager = TaskManager(include_path=tasks_path())
     task = manager.load(args.task)["tasks"][args.task]
     docs = list(task.test_docs())[: args.texts]
-    pdd_requests = [
-        request
-        for doc_id, doc in enumerate(docs)
-        for request in task.construct_requests(doc, "", metadata=(args.task, doc_id, 1))
-    ]
-    stock_requests = [
-        Instance("loglikelihood", r.doc, r.arguments, r.idx, metadata=(r.task_name, r.doc_id, 1)) for r in pdd_requests
-    ]
+    pdd_requests, stock_requests = pdd_and_stock_requests(task, docs, args.task)
 
     def run_stock():
         lm.loglikelihood(stock_requests, disable_tqdm=True)

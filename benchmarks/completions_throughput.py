@@ -22,10 +22,10 @@ import statistics
 import time
 
 import requests
-from lm_eval.api.instance import Instance
 from lm_eval.models.openai_completions import LocalCompletionsAPI
 from lm_eval.tasks import TaskManager
 
+from _common import cpu_name, pdd_and_stock_requests
 from pdd_tasks.capture_api import install_api_capture
 from pdd_tasks.cli import tasks_path
 from pdd_tasks.default_model import default_gguf_path, ensure_default_model
@@ -33,14 +33,7 @@ from pdd_tasks.gguf_server import running_server
 
 
 def machine(threads: int) -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     import llama_cpp
 
     return (
@@ -65,14 +58,7 @@ def main() -> None:
     manager = TaskManager(include_path=tasks_path(), metadata={"topk_logprobs": args.topk})
     task = manager.load(args.task)["tasks"][args.task]
     docs = list(task.test_docs())[: args.texts]
-    pdd_requests = [
-        request
-        for doc_id, doc in enumerate(docs)
-        for request in task.construct_requests(doc, "", metadata=(args.task, doc_id, 1))
-    ]
-    stock_requests = [
-        Instance("loglikelihood", r.doc, r.arguments, r.idx, metadata=(r.task_name, r.doc_id, 1)) for r in pdd_requests
-    ]
+    pdd_requests, stock_requests = pdd_and_stock_requests(task, docs, args.task)
     install_api_capture()
 
     with running_server(default_gguf_path(), n_ctx=args.n_ctx, n_threads=args.threads, n_threads_batch=args.threads) as url:

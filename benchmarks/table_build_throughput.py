@@ -33,19 +33,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import cpu_name
+
 REPO = Path(__file__).resolve().parents[1]
 PILE = REPO.parent / "shared" / "data" / "pile-test-sample" / "pile_test_sample.jsonl.gz"
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     import tokenizers
     import transformers
 

@@ -33,18 +33,11 @@ from scipy.stats import spearmanr
 from pdd_metrics import approximate_mu_sigma, min_k_plus_plus_score, roc_auc
 from pdd_tasks.cli import tasks_path
 from pdd_tasks.default_model import ensure_default_model
+from _common import cpu_name
 
 
 def machine() -> str:
-    cpu = platform.machine()
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    cpu = cpu_name()
     return f"{cpu}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, Python {platform.python_version()}"
 
 

@@ -37,12 +37,10 @@ class DatasetError(ValueError):
     pass
 
 
-def iter_jsonl_records(path: str | Path) -> Iterator[tuple[int, dict]]:
-    """``(line number, object)`` for each non-blank line of a ``.jsonl`` or gzipped ``.jsonl.gz``.
-
-    Gzip is detected from the file's magic bytes. A line that is not a JSON object raises
-    :class:`DatasetError` naming the file and the 1-based line number.
-    """
+def _iter_json_lines(path: str | Path, expected: type, what: str) -> Iterator[tuple[int, object]]:
+    """``(line number, value)`` for each non-blank line of a JSON-lines file, plain or gzipped (gzip
+    detected from the magic bytes); a line that is not valid JSON of type ``expected`` raises
+    :class:`DatasetError` naming the file and the 1-based line number."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"file {str(path)!r} not found")
@@ -53,12 +51,21 @@ def iter_jsonl_records(path: str | Path) -> Iterator[tuple[int, dict]]:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                value = json.loads(line)
             except json.JSONDecodeError as error:
                 raise DatasetError(f"{path}:{line_number}: not valid JSON ({error})") from None
-            if not isinstance(record, dict):
-                raise DatasetError(f"{path}:{line_number}: expected a JSON object, got {type(record).__name__}")
-            yield line_number, record
+            if not isinstance(value, expected):
+                raise DatasetError(f"{path}:{line_number}: expected {what}, got {type(value).__name__}")
+            yield line_number, value
+
+
+def iter_jsonl_records(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` for each non-blank line of a ``.jsonl`` or gzipped ``.jsonl.gz``.
+
+    Gzip is detected from the file's magic bytes. A line that is not a JSON object raises
+    :class:`DatasetError` naming the file and the 1-based line number.
+    """
+    return _iter_json_lines(path, dict, "a JSON object")
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
@@ -400,19 +407,7 @@ def _read_directory_rows(folder: Path, spec: DataSpec) -> tuple[list[dict], str]
 
 def read_json_strings(path: str | Path) -> list[str]:
     """The texts of a file holding one JSON string per line (MIMIR's ``train``/``test`` files)."""
-    texts = []
-    with open(path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                text = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise DatasetError(f"{path}:{line_number}: not valid JSON ({error})") from None
-            if not isinstance(text, str):
-                raise DatasetError(f"{path}:{line_number}: expected a JSON string (one text per line), got {type(text).__name__}")
-            texts.append(text)
-    return texts
+    return [text for _, text in _iter_json_lines(path, str, "a JSON string (one text per line)")]
 
 
 def _member_nonmember_rows(rows: list[dict], source: str, member_field: str, nonmember_field: str) -> list[dict]:
