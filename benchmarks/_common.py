@@ -3,9 +3,13 @@ directory is on ``sys.path``)."""
 
 from __future__ import annotations
 
+import json
 import platform
+from pathlib import Path
 
 from lm_eval.api.instance import Instance
+
+from pdd_tasks.task import BASE_METHODS
 
 
 def cpu_name() -> str:
@@ -32,3 +36,22 @@ def pdd_and_stock_requests(task, docs: list[dict], task_name: str) -> tuple[list
         Instance("loglikelihood", r.doc, r.arguments, r.idx, metadata=(r.task_name, r.doc_id, 1)) for r in pdd_requests
     ]
     return pdd_requests, stock_requests
+
+
+def answer_and_score(lm, task, docs: list[dict], pdd_requests: list) -> list:
+    """The pdd path as a run takes it: ``lm`` answers the per-token requests, then the task scores
+    each document (``process_results``, every method). Returns the answers."""
+    answers = lm.loglikelihood(pdd_requests, disable_tqdm=True)
+    per_doc = len(answers) // len(docs)
+    for i, doc in enumerate(docs):
+        task.process_results(doc, answers[i * per_doc : (i + 1) * per_doc])
+    return answers
+
+
+def read_run(out: Path, task: str) -> tuple[dict[str, dict[int, float]], dict]:
+    """Per-document scores of every method (``{method: {doc_id: score}}``, from ``--log_samples``)
+    and the whole results JSON of the newest ``lm_eval`` run of ``task`` under ``out``."""
+    samples_file = sorted(out.rglob(f"samples_{task}_*.jsonl"))[-1]
+    samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
+    results = json.loads(sorted(out.rglob("results_*.json"))[-1].read_text())
+    return {m: {s["doc_id"]: s[f"{m}_auc"][0] for s in samples} for m in BASE_METHODS}, results

@@ -30,13 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import cpu_name
+from _common import cpu_name, read_run
 from pdd_tasks.cli import tasks_path
 from pdd_tasks.default_model import default_gguf_path, ensure_default_model
 from pdd_tasks.report import METHOD_LABELS
+from pdd_tasks.task import BASE_METHODS
 
 
-METHODS = ("loss", "zlib", "lowercase", "min_k", "min_k_pp", "dcpdd")
 BACKENDS = ("hf", "hf-2proc", "local-completions")
 ENV = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
 
@@ -76,15 +76,6 @@ def run_backend(backend: str, common: list[str], model_dir: Path, out: Path, thr
     return time.perf_counter() - start
 
 
-def load(out: Path, task: str) -> tuple[dict[str, dict[int, float]], dict]:
-    """Per-document scores by method, and the task's results, from one run's output directory."""
-    samples_file = sorted(out.rglob(f"samples_{task}_*.jsonl"))[-1]
-    samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
-    results = json.loads(sorted(out.rglob("results_*.json"))[-1].read_text())
-    scores = {m: {s["doc_id"]: s[f"{m}_auc"][0] for s in samples} for m in METHODS}
-    return scores, results
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default="pdd_wikimia_32")
@@ -113,7 +104,7 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         print(f"[{backend}] lm_eval -> {out}", file=sys.stderr, flush=True)
         seconds[backend] = run_backend(backend, common, model_dir, out, args.threads)
-        scores[backend], results[backend] = load(out, args.task)
+        scores[backend], results[backend] = read_run(out, args.task)
 
     task = args.task
     n_docs = len(scores["hf"]["loss"])
@@ -123,7 +114,7 @@ def main() -> None:
     header = ["method"] + [f"{b} {metric}" for b in backends for metric in ("AUC", "TPR@FPR<5%")]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    for method in METHODS:
+    for method in BASE_METHODS:
         cells = [METHOD_LABELS[method]]
         for backend in backends:
             values = results[backend]["results"][task]
@@ -139,7 +130,7 @@ def main() -> None:
         print(f"\nPer-document scores, {backend} vs hf ({n_docs} documents):\n")
         print("| method | max abs diff | mean abs diff | Pearson r |")
         print("|---|---|---|---|")
-        for method in METHODS:
+        for method in BASE_METHODS:
             docs = sorted(scores["hf"][method])
             if sorted(scores[backend][method]) != docs:
                 raise SystemExit(f"{backend} scored other documents than hf for {method}")

@@ -20,7 +20,7 @@ import torch
 from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
-from _common import cpu_name, pdd_and_stock_requests
+from _common import answer_and_score, cpu_name, pdd_and_stock_requests
 from pdd_tasks.cli import tasks_path
 from pdd_tasks.default_model import ensure_default_model
 
@@ -49,11 +49,7 @@ def main() -> None:
         lm.loglikelihood(stock_requests, disable_tqdm=True)
 
     def run_pdd():
-        answers = lm.loglikelihood(pdd_requests, disable_tqdm=True)
-        per_doc = len(answers) // len(docs)
-        for i, doc in enumerate(docs):
-            task.process_results(doc, answers[i * per_doc : (i + 1) * per_doc])
-        return answers
+        return answer_and_score(lm, task, docs, pdd_requests)
 
     answers = run_pdd()  # warm-up; also counts tokens
     tokens = sum(len(a.token_ids) for a in answers)

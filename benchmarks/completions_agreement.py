@@ -23,24 +23,17 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
+from _common import read_run
 from pdd_tasks.cli import tasks_path
 from pdd_tasks.default_model import default_gguf_path, ensure_default_model
 from pdd_tasks.gguf_server import running_server
-
-
-METHODS = ("loss", "zlib", "lowercase", "min_k", "min_k_pp", "dcpdd")
+from pdd_tasks.task import BASE_METHODS
 
 
 def lm_eval(args: list[str], out: Path) -> None:
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     command = [str(Path(sys.executable).with_name("lm_eval")), *args, "--output_path", str(out), "--log_samples"]
     subprocess.run(command, check=True, env=env, cwd=out.parent, stdout=subprocess.DEVNULL)
-
-
-def load(out: Path, task: str) -> tuple[dict, dict]:
-    samples = [json.loads(line) for line in sorted(out.rglob(f"samples_{task}_*.jsonl"))[-1].read_text().splitlines()]
-    results = json.loads(sorted(out.rglob("results_*.json"))[-1].read_text())["results"][task]
-    return {m: {s["doc_id"]: s[f"{m}_auc"][0] for s in samples} for m in METHODS}, results
 
 
 def main() -> None:
@@ -61,13 +54,14 @@ def main() -> None:
             model_args = f"model=smollm2-135m-q4_1,base_url={url},tokenizer={model_dir},tokenizer_backend=huggingface"
             lm_eval(["--model", "local-completions", "--model_args", model_args, *common], api_out)
         lm_eval(["--model", "hf", "--model_args", f"pretrained={model_dir}", "--batch_size", "8", *common], hf_out)
-        api, api_results = load(api_out, args.task)
-        hf, hf_results = load(hf_out, args.task)
+        api, api_json = read_run(api_out, args.task)
+        hf, hf_json = read_run(hf_out, args.task)
+    api_results, hf_results = api_json["results"][args.task], hf_json["results"][args.task]
     print(f"{args.task}, first {args.limit} docs: local-completions (Q4_1 GGUF via llama.cpp, top-{args.topk}) "
           f"vs hf (same weights, float32)\n")
     print("| method | mean abs diff | p95 | max | Pearson r | Spearman rho | mean diff (api - hf) | AUC api | AUC hf |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for method in METHODS:
+    for method in BASE_METHODS:
         docs = sorted(hf[method])
         a = np.array([api[method][d] for d in docs])
         h = np.array([hf[method][d] for d in docs])

@@ -25,7 +25,7 @@ import requests
 from lm_eval.models.openai_completions import LocalCompletionsAPI
 from lm_eval.tasks import TaskManager
 
-from _common import cpu_name, pdd_and_stock_requests
+from _common import answer_and_score, cpu_name, pdd_and_stock_requests
 from pdd_tasks.capture_api import install_api_capture
 from pdd_tasks.cli import tasks_path
 from pdd_tasks.default_model import default_gguf_path, ensure_default_model
@@ -76,11 +76,7 @@ def main() -> None:
             return lm.loglikelihood(stock_requests, disable_tqdm=True)
 
         def run_pdd():
-            answers = lm.loglikelihood(pdd_requests, disable_tqdm=True)
-            per_doc = len(answers) // len(docs)
-            for i, doc in enumerate(docs):
-                task.process_results(doc, answers[i * per_doc : (i + 1) * per_doc])
-            return answers
+            return answer_and_score(lm, task, docs, pdd_requests)
 
         answers = run_pdd()  # warm-up; includes the one-off server check (probe)
         tokens = sum(len(a.token_ids) for a in answers)

@@ -217,19 +217,30 @@ def hf_model_info(lm) -> ModelInfo:
     return info
 
 
+def fit_text(request: PerTokenRequest, tokens: list[int], room: int, limit: str, fixes: str) -> tuple[list[int], int]:
+    """``(tokens, number cut)``: a text's ``tokens`` cut to their first ``room`` if the request allows
+    truncation; a longer text is otherwise a :class:`TextTooLongError`, saying that it has "more than"
+    ``limit`` and suggesting ``fixes`` or truncation. Shared by the hf, vLLM and API captures."""
+    truncated = max(0, len(tokens) - room)
+    if truncated and not request.truncate:
+        raise TextTooLongError(
+            f"{request.task_name} doc {request.doc_id}: the text has {len(tokens)} tokens, more than {limit}. "
+            f"{fixes}, or allow truncation with --metadata '{{\"truncate\": true}}' (keeps the first {room} "
+            f"tokens of each long text)."
+        )
+    return (tokens[:room] if truncated else tokens), truncated
+
+
 def _encode_text(lm, request: PerTokenRequest) -> tuple[list[int], list[int], int]:
     """Tokens as stock ``TemplateLM.loglikelihood`` builds them for an empty context."""
     context_enc, continuation_enc = split_after_start_token(lm, request)
-    truncated = max(0, len(continuation_enc) - lm.max_length)
-    if truncated and not request.truncate:
-        raise TextTooLongError(
-            f"{request.task_name} doc {request.doc_id}: the text has {len(continuation_enc)} tokens, "
-            f"more than the model's context window of {lm.max_length} tokens. Score shorter texts, a "
-            f"model with a longer context, or allow truncation with --metadata "
-            f"'{{\"truncate\": true}}' (keeps the first {lm.max_length} tokens of each long text)."
-        )
-    if truncated:
-        continuation_enc = continuation_enc[: lm.max_length]
+    continuation_enc, truncated = fit_text(
+        request,
+        continuation_enc,
+        room=lm.max_length,
+        limit=f"the model's context window of {lm.max_length} tokens",
+        fixes="Score shorter texts, a model with a longer context",
+    )
     return context_enc, continuation_enc, truncated
 
 

@@ -37,9 +37,9 @@ from pdd_metrics.topk import approximate_mu_sigma
 from pdd_tasks.capture import (
     ModelInfo,
     PerTokenRequest,
-    TextTooLongError,
     TokenScores,
     check_lm_eval_version,
+    fit_text,
     split_after_start_token,
     wrap_loglikelihood,
 )
@@ -168,18 +168,14 @@ def api_model_info(lm, k: int) -> ModelInfo:
 def _encode(lm, request: PerTokenRequest) -> tuple[list[int], list[int], int]:
     """Prompt tokens as stock ``TemplateLM.loglikelihood`` builds them for an empty context."""
     context_enc, continuation_enc = split_after_start_token(lm, request)
-    room = lm.max_length - len(context_enc)  # lm.max_length already keeps one token for generation
-    truncated = max(0, len(continuation_enc) - room)
-    if truncated and not request.truncate:
-        raise TextTooLongError(
-            f"{request.task_name} doc {request.doc_id}: the text has {len(continuation_enc)} tokens, more "
-            f"than fit the client's max_length ({lm.max_length + 1} tokens, one kept for the generated token "
-            f"and one for the start token). Pass the server's context length with --model_args "
-            f"...,max_length=<n>, score shorter texts, or allow truncation with --metadata "
-            f"'{{\"truncate\": true}}' (keeps the first {room} tokens of each long text)."
-        )
-    if truncated:
-        continuation_enc = continuation_enc[:room]
+    continuation_enc, truncated = fit_text(
+        request,
+        continuation_enc,
+        room=lm.max_length - len(context_enc),  # lm.max_length already keeps one token for generation
+        limit=f"fit the client's max_length ({lm.max_length + 1} tokens, one kept for the generated token "
+        f"and one for the start token)",
+        fixes="Pass the server's context length with --model_args ...,max_length=<n>, score shorter texts",
+    )
     return context_enc, continuation_enc, truncated
 
 

@@ -49,9 +49,9 @@ from pdd_metrics import approximate_mu_sigma
 from pdd_tasks.capture import (
     ModelInfo,
     PerTokenRequest,
-    TextTooLongError,
     TokenScores,
     check_lm_eval_version,
+    fit_text,
     split_after_start_token,
     wrap_loglikelihood,
 )
@@ -213,17 +213,14 @@ def encode_prompt(lm, request: PerTokenRequest) -> tuple[list[int], int, int]:
             f"nothing to score. Remove it from the dataset."
         )
     room = lm.max_length - 1 - len(context_enc)
-    truncated = max(0, len(continuation_enc) - room)
-    if truncated and not request.truncate:
-        raise TextTooLongError(
-            f"{request.task_name} doc {request.doc_id}: the text has {len(continuation_enc)} tokens, "
-            f"more than fit in vLLM's context window of {lm.max_length} tokens with the start token "
-            f"and one generated token ({room}). Score shorter texts, a model with a longer context, "
-            f"or allow truncation with --metadata '{{\"truncate\": true}}' (keeps the first {room} "
-            f"tokens of each long text)."
-        )
-    if truncated:
-        continuation_enc = continuation_enc[:room]
+    continuation_enc, truncated = fit_text(
+        request,
+        continuation_enc,
+        room=room,
+        limit=f"fit in vLLM's context window of {lm.max_length} tokens with the start token and one "
+        f"generated token ({room})",
+        fixes="Score shorter texts, a model with a longer context",
+    )
     return context_enc + continuation_enc, len(context_enc), truncated
 
 
