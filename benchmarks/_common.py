@@ -9,7 +9,7 @@ from pathlib import Path
 
 from lm_eval.api.instance import Instance
 
-from pdd_tasks.task import BASE_METHODS
+from pdd_tasks.registry import DEFAULT_METHODS
 
 
 def cpu_name() -> str:
@@ -54,4 +54,4 @@ def read_run(out: Path, task: str) -> tuple[dict[str, dict[int, float]], dict]:
     samples_file = sorted(out.rglob(f"samples_{task}_*.jsonl"))[-1]
     samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
     results = json.loads(sorted(out.rglob("results_*.json"))[-1].read_text())
-    return {m: {s["doc_id"]: s[f"{m}_auc"][0] for s in samples} for m in BASE_METHODS}, results
+    return {m: {s["doc_id"]: s[f"{m}_auc"][0] for s in samples} for m in DEFAULT_METHODS}, results

@@ -9,7 +9,7 @@ Runs the real ``lm_eval`` command line once per backend on the default model
 - ``hf-2proc``: the same under ``ACCELERATE_USE_CPU=true accelerate launch --multi_gpu
   --num_processes 2 -m lm_eval`` (two CPU processes, one thread each);
 - ``local-completions``: ``--model local-completions`` against lm-eval-pdd's llama.cpp completions
-  server (``python -m pdd_tasks.gguf_server``) on the default model's Q4_1 GGUF, top-``--topk``.
+  server (``python -m pdd_tasks.tools.gguf_server``) on the default model's Q4_1 GGUF, top-``--topk``.
 
 Prints one markdown table (AUC and TPR at FPR < 5% per method and backend), then, per backend, how
 far its per-document scores are from ``hf``'s (max absolute difference, Pearson r), and each run's
@@ -29,12 +29,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from _common import cpu_name, read_run
-from pdd_tasks.cli import tasks_path
-from pdd_tasks.default_model import default_gguf_path, ensure_default_model
-from pdd_tasks.report import METHOD_LABELS
-from pdd_tasks.task import BASE_METHODS
+
+from pdd_tasks.registry import DEFAULT_METHODS, ScoringSettings, label
+from pdd_tasks.tools.cli import tasks_path
+from pdd_tasks.tools.default_model import default_gguf_path, ensure_default_model
 
 
 BACKENDS = ("hf", "hf-2proc", "local-completions")
@@ -65,10 +64,12 @@ def run_backend(backend: str, common: list[str], model_dir: Path, out: Path, thr
             env = dict(ENV, ACCELERATE_USE_CPU="true", OMP_NUM_THREADS="1")
             subprocess.run([*launch, "-m", "lm_eval", *hf_args, *common, *output], check=True, env=env, stdout=log)
         elif backend == "local-completions":
-            from pdd_tasks.gguf_server import running_server
+            from pdd_tasks.tools.gguf_server import running_server
 
             with running_server(default_gguf_path(), n_threads=threads, n_threads_batch=threads) as url:
-                model_args = f"model=smollm2-135m-q4_1,base_url={url},tokenizer={model_dir},tokenizer_backend=huggingface"
+                model_args = (
+                    f"model=smollm2-135m-q4_1,base_url={url},tokenizer={model_dir},tokenizer_backend=huggingface"
+                )
                 command = [str(bin_dir / "lm_eval"), "--model", "local-completions", "--model_args", model_args]
                 subprocess.run([*command, *common, *output], check=True, env=ENV, stdout=log)
         else:
@@ -109,13 +110,15 @@ def main() -> None:
     task = args.task
     n_docs = len(scores["hf"]["loss"])
     print(f"Machine: {cpu_name()}, {os.cpu_count()} cores. Task {task}, {n_docs} documents (each also lowercased).")
-    print(f"Model: SmolLM2-135M-Instruct; hf: float32 weights; local-completions: Q4_1 GGUF via "
-          f"pdd_tasks.gguf_server (llama.cpp, {args.threads} thread(s)), top-{args.topk} Min-K%++.\n")
+    print(
+        f"Model: SmolLM2-135M-Instruct; hf: float32 weights; local-completions: Q4_1 GGUF via "
+        f"pdd_tasks.tools.gguf_server (llama.cpp, {args.threads} thread(s)), top-{args.topk} Min-K%++.\n"
+    )
     header = ["method"] + [f"{b} {metric}" for b in backends for metric in ("AUC", "TPR@FPR<5%")]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    for method in BASE_METHODS:
-        cells = [METHOD_LABELS[method]]
+    for method in DEFAULT_METHODS:
+        cells = [label(method, ScoringSettings())]
         for backend in backends:
             values = results[backend]["results"][task]
             cells += [f"{values[f'{method}_auc,none']:.3f}", f"{values[f'{method}_tpr@fpr<5%,none']:.3f}"]
@@ -130,14 +133,16 @@ def main() -> None:
         print(f"\nPer-document scores, {backend} vs hf ({n_docs} documents):\n")
         print("| method | max abs diff | mean abs diff | Pearson r |")
         print("|---|---|---|---|")
-        for method in BASE_METHODS:
+        for method in DEFAULT_METHODS:
             docs = sorted(scores["hf"][method])
             if sorted(scores[backend][method]) != docs:
                 raise SystemExit(f"{backend} scored other documents than hf for {method}")
             a = np.array([scores[backend][method][d] for d in docs])
             h = np.array([scores["hf"][method][d] for d in docs])
             diff = np.abs(a - h)
-            print(f"| {METHOD_LABELS[method]} | {diff.max():.2e} | {diff.mean():.2e} | {np.corrcoef(a, h)[0, 1]:.5f} |")
+            print(
+                f"| {label(method, ScoringSettings())} | {diff.max():.2e} | {diff.mean():.2e} | {np.corrcoef(a, h)[0, 1]:.5f} |"
+            )
 
 
 if __name__ == "__main__":

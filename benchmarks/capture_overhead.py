@@ -17,17 +17,19 @@ import statistics
 import time
 
 import torch
+from _common import answer_and_score, cpu_name, pdd_and_stock_requests
 from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
-from _common import answer_and_score, cpu_name, pdd_and_stock_requests
-from pdd_tasks.cli import tasks_path
-from pdd_tasks.default_model import ensure_default_model
+from pdd_tasks.tools.cli import tasks_path
+from pdd_tasks.tools.default_model import ensure_default_model
 
 
 def machine() -> str:
     cpu = cpu_name()
-    return f"{cpu}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, Python {platform.python_version()}"
+    return (
+        f"{cpu}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, Python {platform.python_version()}"
+    )
 
 
 def main() -> None:
@@ -63,13 +65,17 @@ def main() -> None:
         pdd_times.append(time.perf_counter() - start)
     stock, pdd = statistics.median(stock_times), statistics.median(pdd_times)
     print(f"Machine: {machine()}")
-    print(f"Model: {model_dir.name} (float32, CPU), task {args.task}, {len(docs)} texts = {len(pdd_requests)} "
-          f"requests ({tokens} scored tokens), batch size {args.batch_size}, median of {args.repeats} alternating runs\n")
+    print(
+        f"Model: {model_dir.name} (float32, CPU), task {args.task}, {len(docs)} texts = {len(pdd_requests)} "
+        f"requests ({tokens} scored tokens), batch size {args.batch_size}, median of {args.repeats} alternating runs\n"
+    )
     print("| path | wall time (s) | texts/s | requests/s | tokens/s | ratio to stock |")
     print("|---|---|---|---|---|---|")
     for name, seconds in (("stock HF loglikelihood", stock), ("pdd capture + scoring", pdd)):
-        print(f"| {name} | {seconds:.2f} | {len(docs) / seconds:.1f} | {len(pdd_requests) / seconds:.1f} | "
-              f"{tokens / seconds:.0f} | {seconds / stock:.3f} |")
+        print(
+            f"| {name} | {seconds:.2f} | {len(docs) / seconds:.1f} | {len(pdd_requests) / seconds:.1f} | "
+            f"{tokens / seconds:.0f} | {seconds / stock:.3f} |"
+        )
 
 
 if __name__ == "__main__":

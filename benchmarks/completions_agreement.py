@@ -3,7 +3,7 @@
     python benchmarks/completions_agreement.py [--task pdd_wikimia_32] [--limit 100] [--threads 1]
 
 Runs the real ``lm_eval`` CLI twice on the first ``--limit`` docs: once against lm-eval-pdd's
-llama.cpp completions server (``python -m pdd_tasks.gguf_server``) on the default model's Q4_1 GGUF,
+llama.cpp completions server (``python -m pdd_tasks.tools.gguf_server``) on the default model's Q4_1 GGUF,
 once with ``--model hf`` on the same weights dequantized to float32 (``lm-eval-pdd default-model``).
 Prints, per method, the mean / 95th percentile / max absolute per-document score difference, the
 Pearson and Spearman correlations, and both AUCs: the numbers behind the tolerances of
@@ -21,13 +21,13 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from _common import read_run
 from scipy.stats import spearmanr
 
-from _common import read_run
-from pdd_tasks.cli import tasks_path
-from pdd_tasks.default_model import default_gguf_path, ensure_default_model
-from pdd_tasks.gguf_server import running_server
-from pdd_tasks.task import BASE_METHODS
+from pdd_tasks.registry import DEFAULT_METHODS
+from pdd_tasks.tools.cli import tasks_path
+from pdd_tasks.tools.default_model import default_gguf_path, ensure_default_model
+from pdd_tasks.tools.gguf_server import running_server
 
 
 def lm_eval(args: list[str], out: Path) -> None:
@@ -44,8 +44,16 @@ def main() -> None:
     parser.add_argument("--topk", type=int, default=20)
     args = parser.parse_args()
     model_dir = ensure_default_model()
-    common = ["--include_path", tasks_path(), "--tasks", args.task, "--limit", str(args.limit),
-              "--metadata", json.dumps({"topk_logprobs": args.topk})]
+    common = [
+        "--include_path",
+        tasks_path(),
+        "--tasks",
+        args.task,
+        "--limit",
+        str(args.limit),
+        "--metadata",
+        json.dumps({"topk_logprobs": args.topk}),
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         api_out, hf_out = Path(tmp) / "api", Path(tmp) / "hf"
         api_out.mkdir()
@@ -57,11 +65,13 @@ def main() -> None:
         api, api_json = read_run(api_out, args.task)
         hf, hf_json = read_run(hf_out, args.task)
     api_results, hf_results = api_json["results"][args.task], hf_json["results"][args.task]
-    print(f"{args.task}, first {args.limit} docs: local-completions (Q4_1 GGUF via llama.cpp, top-{args.topk}) "
-          f"vs hf (same weights, float32)\n")
+    print(
+        f"{args.task}, first {args.limit} docs: local-completions (Q4_1 GGUF via llama.cpp, top-{args.topk}) "
+        f"vs hf (same weights, float32)\n"
+    )
     print("| method | mean abs diff | p95 | max | Pearson r | Spearman rho | mean diff (api - hf) | AUC api | AUC hf |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for method in BASE_METHODS:
+    for method in DEFAULT_METHODS:
         docs = sorted(hf[method])
         a = np.array([api[method][d] for d in docs])
         h = np.array([hf[method][d] for d in docs])

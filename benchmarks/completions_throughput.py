@@ -3,7 +3,7 @@
     python benchmarks/completions_throughput.py [--task pdd_wikimia_32] [--texts 64] [--repeats 3]
         [--threads 2] [--batch-size 1] [--num-concurrent 1] [--topk 20]
 
-Starts lm-eval-pdd's llama.cpp completions server (``python -m pdd_tasks.gguf_server``) on the
+Starts lm-eval-pdd's llama.cpp completions server (``python -m pdd_tasks.tools.gguf_server``) on the
 default model's GGUF on 127.0.0.1, and a ``local-completions`` client on it, then alternates:
 (a) stock: ``LocalCompletionsAPI.loglikelihood`` answering plain requests ``("", text)`` and
     ``("", text.lower())``, what a stock loglikelihood task sends (``logprobs: 1``);
@@ -22,14 +22,14 @@ import statistics
 import time
 
 import requests
+from _common import answer_and_score, cpu_name, pdd_and_stock_requests
 from lm_eval.models.openai_completions import LocalCompletionsAPI
 from lm_eval.tasks import TaskManager
 
-from _common import answer_and_score, cpu_name, pdd_and_stock_requests
-from pdd_tasks.capture_api import install_api_capture
-from pdd_tasks.cli import tasks_path
-from pdd_tasks.default_model import default_gguf_path, ensure_default_model
-from pdd_tasks.gguf_server import running_server
+from pdd_tasks.backends.completions import install_api_capture
+from pdd_tasks.tools.cli import tasks_path
+from pdd_tasks.tools.default_model import default_gguf_path, ensure_default_model
+from pdd_tasks.tools.gguf_server import running_server
 
 
 def machine(threads: int) -> str:
@@ -61,15 +61,22 @@ def main() -> None:
     pdd_requests, stock_requests = pdd_and_stock_requests(task, docs, args.task)
     install_api_capture()
 
-    with running_server(default_gguf_path(), n_ctx=args.n_ctx, n_threads=args.threads, n_threads_batch=args.threads) as url:
+    with running_server(
+        default_gguf_path(), n_ctx=args.n_ctx, n_threads=args.threads, n_threads_batch=args.threads
+    ) as url:
         stats_url = url.replace("/v1/completions", "/stats")
 
         def stats():
             return requests.get(stats_url, timeout=30).json()
 
         lm = LocalCompletionsAPI(
-            model="smollm2-135m-q4_1", base_url=url, tokenizer=str(model_dir), tokenizer_backend="huggingface",
-            max_length=args.n_ctx, batch_size=args.batch_size, num_concurrent=args.num_concurrent,
+            model="smollm2-135m-q4_1",
+            base_url=url,
+            tokenizer=str(model_dir),
+            tokenizer_backend="huggingface",
+            max_length=args.n_ctx,
+            batch_size=args.batch_size,
+            num_concurrent=args.num_concurrent,
         )
 
         def run_stock():
@@ -100,17 +107,22 @@ def main() -> None:
     stock = statistics.median(times["stock"])
     print(f"Machine: {machine(args.threads)}")
     print(
-        f"Model: SmolLM2-135M-Instruct Q4_1 GGUF via pdd_tasks.gguf_server (llama.cpp), task {args.task}, "
+        f"Model: SmolLM2-135M-Instruct Q4_1 GGUF via pdd_tasks.tools.gguf_server (llama.cpp), task {args.task}, "
         f"{len(docs)} docs = {n} texts ({tokens} scored tokens), client batch_size {args.batch_size}, "
         f"num_concurrent {args.num_concurrent}, pdd k = {args.topk}; median of {args.repeats} alternating runs\n"
     )
     print("| path | wall time (s) | texts/s | tokens/s | requests | prompts | ratio to stock |")
     print("|---|---|---|---|---|---|---|")
-    for name, label in (("stock", "stock loglikelihood (logprobs=1)"), ("pdd", f"pdd capture (logprobs={args.topk}) + scoring")):
+    for name, label in (
+        ("stock", "stock loglikelihood (logprobs=1)"),
+        ("pdd", f"pdd capture (logprobs={args.topk}) + scoring"),
+    ):
         t = statistics.median(times[name])
         reqs, prompts = counts[name]
         print(f"| {label} | {t:.2f} | {n / t:.1f} | {tokens / t:.0f} | {reqs} | {prompts} | {t / stock:.3f} |")
-    print(f"\nOne prompt per text on both paths ({n} texts); the pdd path's server check (one request) is in the warm-up.")
+    print(
+        f"\nOne prompt per text on both paths ({n} texts); the pdd path's server check (one request) is in the warm-up."
+    )
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from _common import cpu_name
 
+
 REPO = Path(__file__).resolve().parents[1]
 PILE = REPO.parent / "shared" / "data" / "pile-test-sample" / "pile_test_sample.jsonl.gz"
 
@@ -59,10 +60,10 @@ def main() -> None:
 
     from transformers import AutoTokenizer
 
-    from pdd_tasks.default_model import ensure_default_model
-    from pdd_tasks.freq_tables import build_table, iter_jsonl_texts, tokenizer_parallelism
-    from pdd_tasks.table_build import build
-    from pdd_tasks.table_sources import local_sources
+    from pdd_tasks.freq.build import build
+    from pdd_tasks.freq.sources import local_sources
+    from pdd_tasks.freq.tables import build_table, iter_jsonl_texts, tokenizer_parallelism
+    from pdd_tasks.tools.default_model import ensure_default_model
 
     if not PILE.is_file():
         raise SystemExit(f"needs the Pile sample at {PILE}")

@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+
 REPO = Path(__file__).resolve().parents[1]
 PILE = REPO.parent / "shared" / "data" / "pile-test-sample" / "pile_test_sample.jsonl.gz"
 WIKIMIA_DIR = REPO / "pdd_tasks" / "data" / "wikimia"
@@ -48,6 +49,7 @@ WIKIMIA_LENGTHS = (32, 64, 128, 256)
 
 
 # ------------------------------------------------------------------------------ texts
+
 
 @dataclass
 class TextSet:
@@ -78,18 +80,25 @@ def wikimia_texts(limit: int | None) -> TextSet:
 def controlled_texts(directory: Path, limit: int | None) -> TextSet:
     path = directory / "data.jsonl"
     if not path.is_file() or not (directory / "model").is_dir():
-        sys.exit(f"--controlled-dir {directory}: expected {path} and a transformers model directory {directory / 'model'}")
+        sys.exit(
+            f"--controlled-dir {directory}: expected {path} and a transformers model directory {directory / 'model'}"
+        )
     rows = [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
     if limit is not None:
         rows = rows[:limit]
     for i, row in enumerate(rows, 1):
         if not isinstance(row.get("text"), str) or row.get("label") not in (0, 1):
             sys.exit(f"{path}:{i}: expected fields 'text' (string) and 'label' (0 or 1)")
-    return TextSet(f"controlled ({directory.name})", [r["text"] for r in rows], np.array([r["label"] for r in rows]),
-                   ["controlled"] * len(rows))
+    return TextSet(
+        f"controlled ({directory.name})",
+        [r["text"] for r in rows],
+        np.array([r["label"] for r in rows]),
+        ["controlled"] * len(rows),
+    )
 
 
 # --------------------------------------------------------------------------- log-probs
+
 
 def token_logprobs(model_dir: Path, textset: TextSet, cache_dir: Path, batch_size: int = 8):
     """Per text: (token ids, log p_i) of the text's tokens scored after the start token. Cached."""
@@ -99,7 +108,7 @@ def token_logprobs(model_dir: Path, textset: TextSet, cache_dir: Path, batch_siz
         with np.load(cache) as data:
             ids, lps, offsets = data["ids"], data["logprobs"], data["offsets"]
         print(f"log-probs: cached {cache}", file=sys.stderr)
-        return [(ids[a:b], lps[a:b]) for a, b in zip(offsets[:-1], offsets[1:])]
+        return [(ids[a:b], lps[a:b]) for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -136,7 +145,9 @@ def token_logprobs(model_dir: Path, textset: TextSet, cache_dir: Path, batch_siz
     offsets = np.cumsum([0] + [len(ids) for ids, _ in out])
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = cache.with_suffix(".tmp.npz")
-    np.savez(tmp, ids=np.concatenate([i for i, _ in out]), logprobs=np.concatenate([lp for _, lp in out]), offsets=offsets)
+    np.savez(
+        tmp, ids=np.concatenate([i for i, _ in out]), logprobs=np.concatenate([lp for _, lp in out]), offsets=offsets
+    )
     os.replace(tmp, cache)
     return out
 
@@ -157,10 +168,10 @@ def build_tables(model_dir: Path, domains: list[str], cache_dir: Path) -> dict:
     """Every table of the comparison for the model's tokenizer, built once into ``cache_dir``."""
     from transformers import AutoTokenizer
 
-    from pdd_tasks.freq_tables import FrequencyTable, default_table_path, tokenizer_fingerprint
-    from pdd_tasks.table_build import build
-    from pdd_tasks.table_estimates import estimate_table, jieba_word_counts, uniform_table, wordfreq_word_counts
-    from pdd_tasks.table_sources import local_sources
+    from pdd_tasks.freq.build import build
+    from pdd_tasks.freq.estimates import estimate_table, jieba_word_counts, uniform_table, wordfreq_word_counts
+    from pdd_tasks.freq.sources import local_sources
+    from pdd_tasks.freq.tables import FrequencyTable, default_table_path, tokenizer_fingerprint
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     fingerprint = tokenizer_fingerprint(tokenizer)
@@ -195,13 +206,16 @@ def build_tables(model_dir: Path, domains: list[str], cache_dir: Path) -> dict:
         start = time.perf_counter()
         tables[name] = make()
         tables[name].save(path)
-        print(f"table {name}: {tables[name].total_tokens:,} tokens, {time.perf_counter() - start:.0f} s", file=sys.stderr)
+        print(
+            f"table {name}: {tables[name].total_tokens:,} tokens, {time.perf_counter() - start:.0f} s", file=sys.stderr
+        )
     shipped = FrequencyTable.load(default_table_path())
     same = shipped.tokenizer_fingerprint == fingerprint and np.array_equal(shipped.counts, tables["pile-all"].counts)
     return {"tables": tables, "pile_all_equals_shipped": bool(same), "fingerprint": fingerprint}
 
 
 # ---------------------------------------------------------------------------- scoring
+
 
 def evaluate(textset: TextSet, logprobs: list, tables: dict, vocab_size: int, a: float = 0.01) -> dict:
     from scipy.stats import spearmanr
@@ -228,7 +242,9 @@ def evaluate(textset: TextSet, logprobs: list, tables: dict, vocab_size: int, a:
                 auc[group] = float("nan")
         rows[name] = {
             "spearman_vs_pile_all": float(rho),
-            "spearman_per_group": {g: float(spearmanr(values[group_index == g], reference[group_index == g]).statistic) for g in groups},
+            "spearman_per_group": {
+                g: float(spearmanr(values[group_index == g], reference[group_index == g]).statistic) for g in groups
+            },
             "auc": auc,
             "counts_from": tables[name].counts_from,
             "total_tokens": int(tables[name].total_tokens),
@@ -239,33 +255,57 @@ def evaluate(textset: TextSet, logprobs: list, tables: dict, vocab_size: int, a:
 
 def markdown(title: str, result: dict) -> str:
     groups = list(result["groups"])
-    head = "| table | counts from | tokens | coverage | Spearman vs pile-all | " + " | ".join(f"AUC {g}" for g in groups) + " |"
-    lines = [f"**{title}** ({result['texts']} texts: " + ", ".join(f"{g} {n}" for g, n in result["groups"].items()) + ")", "", head,
-             "|" + "---|" * (5 + len(groups))]
+    head = (
+        "| table | counts from | tokens | coverage | Spearman vs pile-all | "
+        + " | ".join(f"AUC {g}" for g in groups)
+        + " |"
+    )
+    lines = [
+        f"**{title}** ({result['texts']} texts: " + ", ".join(f"{g} {n}" for g, n in result["groups"].items()) + ")",
+        "",
+        head,
+        "|" + "---|" * (5 + len(groups)),
+    ]
     for name, row in result["rows"].items():
         lines.append(
             f"| {name} | {row['counts_from']} | {row['total_tokens']:,} | {row['coverage']:.1%} | {row['spearman_vs_pile_all']:.3f} | "
-            + " | ".join(f"{row['auc'][g]:.3f}" for g in groups) + " |"
+            + " | ".join(f"{row['auc'][g]:.3f}" for g in groups)
+            + " |"
         )
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--limit", type=int, default=None, help="first N texts of each WikiMIA split (and of the controlled data)")
-    parser.add_argument("--controlled-dir", type=Path, default=None, help="DIR/model (transformers) and DIR/data.jsonl (text, label)")
+    parser.add_argument(
+        "--limit", type=int, default=None, help="first N texts of each WikiMIA split (and of the controlled data)"
+    )
+    parser.add_argument(
+        "--controlled-dir", type=Path, default=None, help="DIR/model (transformers) and DIR/data.jsonl (text, label)"
+    )
     parser.add_argument("--skip-wikimia", action="store_true", help="only the controlled benchmark")
-    parser.add_argument("--domain", action="append", default=None, help="single-domain table(s) of the Pile sample (default: github)")
-    parser.add_argument("--cache-dir", type=Path, default=Path("/tmp/lm_eval_pdd_table_sensitivity"), help="log-probs and tables are kept here")
+    parser.add_argument(
+        "--domain", action="append", default=None, help="single-domain table(s) of the Pile sample (default: github)"
+    )
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=Path("/tmp/lm_eval_pdd_table_sensitivity"),
+        help="log-probs and tables are kept here",
+    )
     parser.add_argument("--logprobs-only", action="store_true")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--json", type=Path, default=None, help="also write every number here")
-    parser.add_argument("--a", default="0.01", help="DC-PDD's cap a (Eq. 7; default 0.01); 'none' = no cap (the paper's CLD ablation, over first occurrences)")
+    parser.add_argument(
+        "--a",
+        default="0.01",
+        help="DC-PDD's cap a (Eq. 7; default 0.01); 'none' = no cap (the paper's CLD ablation, over first occurrences)",
+    )
     args = parser.parse_args()
 
     from transformers import AutoConfig
 
-    from pdd_tasks.default_model import ensure_default_model
+    from pdd_tasks.tools.default_model import ensure_default_model
 
     domains = args.domain or ["github"]
     runs = []
@@ -273,7 +313,10 @@ def main() -> None:
         runs.append((ensure_default_model(), wikimia_texts(args.limit)))
     if args.controlled_dir is not None:
         runs.append((args.controlled_dir / "model", controlled_texts(args.controlled_dir, args.limit)))
-    output = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}", "runs": {}}
+    output = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "runs": {},
+    }
     for model_dir, textset in runs:
         logprobs = token_logprobs(Path(model_dir), textset, args.cache_dir, args.batch_size)
         if args.logprobs_only:

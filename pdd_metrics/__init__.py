@@ -24,6 +24,7 @@ from .methods import (
 from .reference import count_token_ids, log_reference_frequencies
 from .topk import approximate_mu_sigma
 
+
 __all__ = [
     "DCPDD_ABLATIONS",
     "FPR_RULES",

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import mannwhitneyu
 
+
 __all__ = ["RankTestResult", "calibrate_threshold", "flag_members", "suspect_vs_reference_test"]
 
 

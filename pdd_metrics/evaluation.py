@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.metrics import auc, roc_curve
 
+
 __all__ = ["FPR_RULES", "OneClassError", "roc_auc", "tpr_at_fpr", "validate_scores_and_labels"]
 
 #: Supported boundary rules of :func:`tpr_at_fpr`: "strict" (FPR < max_fpr), "inclusive" (<=).
@@ -21,9 +22,7 @@ class OneClassError(ValueError):
     """The labels contain only members or only non-members, so AUC and TPR@FPR are undefined."""
 
 
-def validate_scores_and_labels(
-    scores: np.ndarray, labels: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def validate_scores_and_labels(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Check one score and one label per document; return them as (float64, int64) 1-D arrays.
 
     Requires: same length, at least one document, labels only 0 (non-member) or 1 (member),
@@ -40,9 +39,7 @@ def validate_scores_and_labels(
     try:
         scores_arr = np.asarray(scores, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise ValueError(
-            f"scores must be numbers, one per document; could not convert ({exc})"
-        ) from exc
+        raise ValueError(f"scores must be numbers, one per document; could not convert ({exc})") from exc
     labels_arr = np.asarray(labels)
     if scores_arr.ndim != 1 or labels_arr.ndim != 1:
         raise ValueError(
@@ -99,9 +96,7 @@ def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
     return float(auc(fpr, tpr))
 
 
-def tpr_at_fpr(
-    scores: np.ndarray, labels: np.ndarray, max_fpr: float = 0.05, rule: str = "strict"
-) -> float:
+def tpr_at_fpr(scores: np.ndarray, labels: np.ndarray, max_fpr: float = 0.05, rule: str = "strict") -> float:
     """True-positive rate at a false-positive-rate budget: the largest TPR of a threshold whose FPR
     is below ``max_fpr``.
 
@@ -127,9 +122,7 @@ def tpr_at_fpr(
         raise ValueError(f"rule must be one of {FPR_RULES}; got {rule!r}")
     is_number = isinstance(max_fpr, (int, float, np.integer, np.floating))
     if isinstance(max_fpr, bool) or not is_number or not 0.0 < max_fpr <= 1.0:
-        raise ValueError(
-            f"max_fpr must be a false-positive rate in (0, 1], e.g. 0.05 for 5%; got {max_fpr!r}"
-        )
+        raise ValueError(f"max_fpr must be a false-positive rate in (0, 1], e.g. 0.05 for 5%; got {max_fpr!r}")
     scores_arr, labels_arr = validate_scores_and_labels(scores, labels)
     fpr, tpr, _ = roc_curve(labels_arr, scores_arr, pos_label=1, drop_intermediate=False)
     within = fpr < max_fpr if rule == "strict" else fpr <= max_fpr

@@ -15,6 +15,7 @@ import zlib
 
 import numpy as np
 
+
 __all__ = [
     "DCPDD_ABLATIONS",
     "dcpdd_score",
@@ -64,9 +65,7 @@ def _check_k(k: float) -> float:
     if isinstance(k, bool) or not isinstance(k, (int, float, np.integer, np.floating)):
         raise ValueError(f"k must be a number in (0, 1]; got {k!r}")
     if not (0.0 < k <= 1.0):  # also rejects NaN
-        raise ValueError(
-            f"k must be a fraction in (0, 1], e.g. 0.2 for the lowest 20% of tokens; got {k!r}"
-        )
+        raise ValueError(f"k must be a fraction in (0, 1], e.g. 0.2 for the lowest 20% of tokens; got {k!r}")
     return float(k)
 
 

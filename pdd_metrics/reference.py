@@ -9,7 +9,7 @@ token's frequency in a reference corpus D' tokenized by the **target model's** t
 with N' the number of counted tokens and |V| the size of the model's output distribution.
 
 Pure NumPy: token ids in, arrays out. Tokenization, files and table identity live in
-``pdd_tasks.freq_tables``.
+``pdd_tasks.freq.tables``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+
 
 __all__ = ["DEFAULT_MAX_TOKENS_PER_DOC", "count_token_ids", "log_reference_frequencies"]
 
@@ -75,17 +76,11 @@ def count_token_ids(
     """
     vocab_size = _check_vocab_size(vocab_size)
     if max_tokens_per_doc is not None:
-        if isinstance(max_tokens_per_doc, bool) or not isinstance(
-            max_tokens_per_doc, (int, np.integer)
-        ):
-            raise TypeError(
-                "max_tokens_per_doc must be an int or None, "
-                f"got {type(max_tokens_per_doc).__name__}"
-            )
+        if isinstance(max_tokens_per_doc, bool) or not isinstance(max_tokens_per_doc, (int, np.integer)):
+            raise TypeError(f"max_tokens_per_doc must be an int or None, got {type(max_tokens_per_doc).__name__}")
         if max_tokens_per_doc <= 0:
             raise ValueError(
-                f"max_tokens_per_doc must be a positive int or None (all tokens), "
-                f"got {max_tokens_per_doc}"
+                f"max_tokens_per_doc must be a positive int or None (all tokens), got {max_tokens_per_doc}"
             )
     counts = np.zeros(vocab_size, dtype=np.int64)
     # One bincount per ~1M collected ids instead of one per document: a bincount costs O(|V|), so
@@ -98,21 +93,16 @@ def count_token_ids(
             continue
         if arr.ndim != 1:
             raise ValueError(
-                f"document {doc_index}: expected a flat sequence of token ids, "
-                f"got an array of shape {arr.shape}"
+                f"document {doc_index}: expected a flat sequence of token ids, got an array of shape {arr.shape}"
             )
         if not np.issubdtype(arr.dtype, np.integer):
-            raise TypeError(
-                f"document {doc_index}: token ids must be integers, got dtype {arr.dtype}"
-            )
+            raise TypeError(f"document {doc_index}: token ids must be integers, got dtype {arr.dtype}")
         if max_tokens_per_doc is not None:
             arr = arr[:max_tokens_per_doc]
         arr = arr.astype(np.int64, copy=False)
         lo, hi = int(arr.min()), int(arr.max())
         if lo < 0:
-            raise ValueError(
-                f"document {doc_index}: token id {lo} is negative; ids must be in [0, {vocab_size})"
-            )
+            raise ValueError(f"document {doc_index}: token id {lo} is negative; ids must be in [0, {vocab_size})")
         if hi >= vocab_size:
             raise ValueError(
                 f"document {doc_index}: token id {hi} is out of range for vocab_size={vocab_size} "

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+
 __all__ = ["DEFAULT_MATCH_TOLERANCE", "approximate_mu_sigma"]
 
 #: Two log-probs closer than this (natural-log units) are taken to be the same token; see
@@ -136,9 +137,7 @@ def approximate_mu_sigma(
     tail_logprob = np.where(has_tail, np.log(np.where(has_tail, tail_mass, 1.0) / np.maximum(remaining, 1)), 0.0)
     tail_mass = np.where(has_tail, tail_mass, 0.0)
     mu = (probs * safe_known).sum(axis=1) + tail_mass * tail_logprob
-    variance = (probs * np.square(safe_known - mu[:, None])).sum(axis=1) + tail_mass * np.square(
-        tail_logprob - mu
-    )
+    variance = (probs * np.square(safe_known - mu[:, None])).sum(axis=1) + tail_mass * np.square(tail_logprob - mu)
     sigma = np.sqrt(np.clip(variance, 0.0, None))
     return mu.astype(np.float32), sigma.astype(np.float32)
 

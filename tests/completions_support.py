@@ -1,7 +1,7 @@
 """Real completions servers on 127.0.0.1 for the local-completions tests and benchmark.
 
 ``correct_server``: lm-eval-pdd's own front on ``llama_cpp.Llama(logits_all=True)``
-(``python -m pdd_tasks.gguf_server``), serving the default model's GGUF with correct prompt log-probs.
+(``python -m pdd_tasks.tools.gguf_server``), serving the default model's GGUF with correct prompt log-probs.
 ``stock_server``: llama-cpp-python's own ``python -m llama_cpp.server`` on the same file, which
 shifts prompt log-probs by one position and refuses token-id prompts (the faults the server check
 must name).
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from pdd_tasks.gguf_server import running_server
+from pdd_tasks.tools.gguf_server import running_server
 
 
 # One thread each: llama.cpp's threads spin at barriers, which on 2 shared cores slows a run down
@@ -31,7 +31,7 @@ N_CTX = 1024  # WikiMIA-32 texts are ~50 tokens; the probe ~60
 
 
 def default_gguf() -> Path:
-    from pdd_tasks.default_model import DefaultModelError, default_gguf_path
+    from pdd_tasks.tools.default_model import DefaultModelError, default_gguf_path
 
     try:
         return default_gguf_path()
@@ -41,7 +41,7 @@ def default_gguf() -> Path:
 
 def default_model() -> Path:
     """The default model converted for ``--model hf`` (same weights as the GGUF, dequantized)."""
-    from pdd_tasks.default_model import DefaultModelError, ensure_default_model
+    from pdd_tasks.tools.default_model import DefaultModelError, ensure_default_model
 
     try:
         return ensure_default_model()
@@ -72,9 +72,25 @@ def stock_server(n_ctx: int = N_CTX, threads: int = THREADS, startup_timeout: fl
     need_llama_cpp()
     port = free_port()
     command = [
-        sys.executable, "-m", "llama_cpp.server", "--model", str(default_gguf()), "--host", "127.0.0.1",
-        "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(threads),
-        "--logits_all", "true", "--verbose", "false",
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(default_gguf()),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(n_ctx),
+        "--n_threads",
+        str(threads),
+        "--n_threads_batch",
+        str(threads),
+        "--logits_all",
+        "true",
+        "--verbose",
+        "false",
     ]
     with tempfile.TemporaryFile(mode="w+") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
@@ -104,7 +120,7 @@ def stock_server(n_ctx: int = N_CTX, threads: int = THREADS, startup_timeout: fl
 
 
 def server_stats(url: str) -> dict:
-    """Requests and prompts answered so far by a ``pdd_tasks.gguf_server``."""
+    """Requests and prompts answered so far by a ``pdd_tasks.tools.gguf_server``."""
     return requests.get(url.replace("/v1/completions", "/stats"), timeout=10).json()
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pdd_tasks.cli import tasks_path  # noqa: F401  (re-exported for the test modules)
+from pdd_tasks.tools.cli import tasks_path  # noqa: F401  (re-exported for the test modules)
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -85,7 +85,7 @@ def train_on(directory: Path, texts: list[str], steps: int = 300, seed: int = 0)
 def build_table_for(model_dir: Path, path: Path) -> Path:
     from transformers import AutoTokenizer
 
-    from pdd_tasks.freq_tables import build_table
+    from pdd_tasks.freq.tables import build_table
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     texts = [row["input"] for row in wikimia_rows(128)]
@@ -107,11 +107,11 @@ def run_lm_eval(args: list[str], cwd: Path, check: bool = True) -> subprocess.Co
     """Run the real ``lm_eval`` console script of this environment."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     executable = Path(sys.executable).with_name("lm_eval")
-    process = subprocess.run(
-        [str(executable), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
-    )
+    process = subprocess.run([str(executable), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     if check and process.returncode != 0:
-        raise AssertionError(f"lm_eval failed ({process.returncode}):\n{process.stdout[-4000:]}\n{process.stderr[-8000:]}")
+        raise AssertionError(
+            f"lm_eval failed ({process.returncode}):\n{process.stdout[-4000:]}\n{process.stderr[-8000:]}"
+        )
     return process
 
 

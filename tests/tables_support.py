@@ -6,8 +6,8 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-
 from conftest import SHARED
+
 
 PILE = SHARED / "data" / "pile-test-sample" / "pile_test_sample.jsonl.gz"
 PILE_SHA256 = "975c18e6dd406771bbe00825d65bfb080c9b1c8486117f4b295cd816a29e0e04"

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from pdd_tasks.data_loading import DatasetError, normalise_rows
-from pdd_tasks.task import ScoringSettings
-
 from conftest import run_lm_eval, tasks_path, wikimia_rows
+
+from pdd_tasks.loading.benchmark_data import DatasetError, normalise_rows
+from pdd_tasks.registry import ScoringSettings
 
 
 def rows(*pairs):
@@ -44,7 +43,11 @@ def test_one_class_dataset_is_refused():
 
 @pytest.mark.parametrize(
     "metadata, message",
-    [({"min_k": 0}, "min_k=0: expected a fraction"), ({"dcpdd_a": -1}, "dcpdd_a=-1"), ({"lowercase": "yes"}, "expected true or false")],
+    [
+        ({"min_k": 0}, "min_k=0: expected a fraction"),
+        ({"dcpdd_a": -1}, "dcpdd_a=-1"),
+        ({"lowercase": "yes"}, "expected true or false"),
+    ],
 )
 def test_bad_settings_are_refused(metadata, message):
     with pytest.raises(ValueError, match=message):
@@ -55,9 +58,22 @@ def lm_eval_custom(model_dir, data, out, metadata, check=True):
     out.parent.mkdir(parents=True, exist_ok=True)
     return run_lm_eval(
         [
-            "--model", "hf", "--model_args", f"pretrained={model_dir},dtype=float32", "--device", "cpu",
-            "--include_path", tasks_path(), "--tasks", "pdd_custom", "--batch_size", "4",
-            "--metadata", json.dumps({"data_files": str(data), **metadata}), "--output_path", str(out),
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={model_dir},dtype=float32",
+            "--device",
+            "cpu",
+            "--include_path",
+            tasks_path(),
+            "--tasks",
+            "pdd_custom",
+            "--batch_size",
+            "4",
+            "--metadata",
+            json.dumps({"data_files": str(data), **metadata}),
+            "--output_path",
+            str(out),
         ],
         cwd=out.parent,
         check=check,
@@ -89,7 +105,9 @@ def test_one_class_custom_file_fails_through_the_cli(tiny_model, tiny_table, tmp
 def test_text_longer_than_context_is_an_error_unless_truncation_is_asked(tiny_model, tiny_table, tmp_path):
     long_text = " ".join(row["input"] for row in wikimia_rows(128)[:4])  # far more than 256 tokens
     data = write_jsonl(tmp_path / "t.jsonl", rows((long_text, 1), ("A short text.", 0), ("Another short one.", 1)))
-    refused = lm_eval_custom(tiny_model, data, tmp_path / "refused" / "out", {"freq_table": str(tiny_table)}, check=False)
+    refused = lm_eval_custom(
+        tiny_model, data, tmp_path / "refused" / "out", {"freq_table": str(tiny_table)}, check=False
+    )
     assert refused.returncode != 0
     assert "more than the model's context window of 256 tokens" in refused.stderr
     assert '"truncate": true' in refused.stderr

@@ -18,14 +18,14 @@ import zlib
 from pathlib import Path
 
 import pytest
+from conftest import REPO, SHARED, read_results, read_samples, run_lm_eval, tasks_path
 from lm_eval.tasks import TaskManager
 
-from pdd_tasks.capture import PerTokenRequest
-from pdd_tasks.chinese import first_n_words
-from pdd_tasks.data_loading import DatasetError, first_n_whitespace_words
-from pdd_tasks.report import print_method_table
+from pdd_tasks.backends.base import PerTokenRequest
+from pdd_tasks.loading.benchmark_data import DatasetError, first_n_whitespace_words
+from pdd_tasks.loading.chinese import first_n_words
+from pdd_tasks.tools.report import print_method_table
 
-from conftest import REPO, SHARED, read_results, read_samples, run_lm_eval, tasks_path
 
 FIXTURES = REPO / "tests" / "fixtures"
 MIMIR_DOMAINS = {  # task suffix: MIMIR config name
@@ -134,9 +134,9 @@ def test_bookmia_default_cap_is_the_recommended_one_and_a10_reproduces_the_table
 def test_data_loading_doctests():
     import doctest
 
-    import pdd_tasks.data_loading
+    import pdd_tasks.loading.benchmark_data
 
-    result = doctest.testmod(pdd_tasks.data_loading)
+    result = doctest.testmod(pdd_tasks.loading.benchmark_data)
     assert result.attempted > 0 and result.failed == 0
 
 
@@ -164,8 +164,12 @@ def test_mimir_turns_member_and_nonmember_files_into_labelled_rows():
         task = load_task(f"pdd_mimir_{suffix}", data_source=str(FIXTURES / "mimir"))
         folder = FIXTURES / "mimir" / "cache_100_200_1000_512"
         members = [json.loads(x) for x in (folder / "train" / f"{config}_ngram_13_0.8.jsonl").read_text().splitlines()]
-        nonmembers = [json.loads(x) for x in (folder / "test" / f"{config}_ngram_13_0.8.jsonl").read_text().splitlines()]
-        assert [(d["text"], d["label"]) for d in task.test_docs()] == [(t, 1) for t in members] + [(t, 0) for t in nonmembers]
+        nonmembers = [
+            json.loads(x) for x in (folder / "test" / f"{config}_ngram_13_0.8.jsonl").read_text().splitlines()
+        ]
+        assert [(d["text"], d["label"]) for d in task.test_docs()] == [(t, 1) for t in members] + [
+            (t, 0) for t in nonmembers
+        ]
 
 
 def test_mimir_reads_the_hub_folder_itself_and_a_file_of_pairs(tmp_path):
@@ -173,7 +177,9 @@ def test_mimir_reads_the_hub_folder_itself_and_a_file_of_pairs(tmp_path):
     assert len(list(load_task("pdd_mimir_github", data_source=str(inner)).test_docs())) == 6
     pairs = tmp_path / "github_pairs.jsonl"  # rows as the datasets loading script made them
     pairs.write_text(
-        "\n".join(json.dumps({"member": f"seen {i}", "nonmember": f"unseen {i}", "member_neighbors": []}) for i in range(2))
+        "\n".join(
+            json.dumps({"member": f"seen {i}", "nonmember": f"unseen {i}", "member_neighbors": []}) for i in range(2)
+        )
     )
     docs = list(load_task("pdd_mimir_github", data_source=str(pairs)).test_docs())
     assert [(d["text"], d["label"]) for d in docs] == [("seen 0", 1), ("unseen 0", 0), ("seen 1", 1), ("unseen 1", 0)]
@@ -279,7 +285,10 @@ def test_patentmia_is_not_on_the_hub_and_says_where_to_get_it():
     message = str(caught.value)
     assert "PatentMIA is not on the Hugging Face Hub" in message
     assert "https://github.com/zhang-wei-chao/DC-PDD" in message
-    assert """--metadata '{"data_source": "<path>"}' (<path> = a directory holding PatentMIA.jsonl, or that file""" in message
+    assert (
+        """--metadata '{"data_source": "<path>"}' (<path> = a directory holding PatentMIA.jsonl, or that file"""
+        in message
+    )
 
 
 # ------------------------------------------------------------------------- WikiMIA-24 (shared)

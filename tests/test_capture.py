@@ -6,14 +6,14 @@ import pickle
 
 import numpy as np
 import pytest
+from conftest import tasks_path
 from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
-from pdd_tasks import capture
-from pdd_tasks.capture import ModelInfo, TokenScores, install_hf_capture
-from pdd_tasks.task import BackendWithoutTokenLogprobs
-
-from conftest import tasks_path
+from pdd_tasks.backends import base as capture
+from pdd_tasks.backends.base import ModelInfo, TokenScores
+from pdd_tasks.backends.hf import install_hf_capture
+from pdd_tasks.tasks.base import BackendWithoutTokenLogprobs
 
 
 INFO = ModelInfo(name="m", backend="hf", vocab_size=10, tokenizer_fingerprint="f", distribution_stats="exact")

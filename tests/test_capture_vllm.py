@@ -1,4 +1,4 @@
-"""The vLLM capture (pdd_tasks.capture_vllm) on vLLM's data structures, against the HF capture.
+"""The vLLM capture (pdd_tasks.backends.vllm) on vLLM's data structures, against the HF capture.
 
 vLLM needs a GPU, so its engine is played by ``tests.vllm_support.EmulatedLLM``: the tiny GPT-2's
 log-probs packed exactly as vLLM 0.33.0 packs prompt log-probs. Where the ``vllm`` package imports
@@ -14,8 +14,8 @@ import torch
 from lm_eval.api.instance import Instance
 
 from pdd_metrics import approximate_mu_sigma
-from pdd_tasks.capture import PerTokenRequest, TextTooLongError, TokenScores
-from pdd_tasks.capture_vllm import (
+from pdd_tasks.backends.base import PerTokenRequest, TextTooLongError, TokenScores
+from pdd_tasks.backends.vllm import (
     LogprobRequest,
     install_vllm_capture,
     parse_prompt_logprobs,
@@ -57,7 +57,7 @@ def hf_scores(tiny_model):
     """The reference: the HF capture's answers for TEXTS (exact mu/sigma over the full vocabulary)."""
     from lm_eval.models.huggingface import HFLM
 
-    from pdd_tasks.capture import install_hf_capture
+    from pdd_tasks.backends.hf import install_hf_capture
 
     install_hf_capture()
     lm = HFLM(pretrained=str(tiny_model), batch_size=2, device="cpu")
@@ -109,7 +109,7 @@ def test_prompt_is_the_stock_empty_context_encoding(vllm_lm):
     recorder.add_bos_token = None
     recorder.loglikelihood([Instance("loglikelihood", {}, ("", text), 0) for text in TEXTS], disable_tqdm=True)
     score(vllm_lm, [per_token(text, i) for i, text in enumerate(TEXTS)])
-    (sent, params), = vllm_lm.model.calls
+    ((sent, params),) = vllm_lm.model.calls
     assert sorted(map(tuple, sent)) == sorted(map(tuple, built))
     assert all(prompt[0] == vllm_lm.tokenizer.bos_token_id for prompt in sent)
     assert sorted(sent, key=len, reverse=True) == sent  # longest first, as the stock path sorts
@@ -120,7 +120,7 @@ def test_exact_mode_equals_the_hf_capture(tiny_model, hf_scores):
     lm = make_vllm_lm(tiny_model, max_model_len=256, max_logprobs=-1)
     answers = score(lm, [per_token(text, i, exact_mu_sigma=True) for i, text in enumerate(TEXTS)])
     vocab = lm.model.llm_engine.model_config.get_vocab_size()
-    (_, params), = lm.model.calls
+    ((_, params),) = lm.model.calls
     assert {p.prompt_logprobs for p in params} == {-1}
     for got, want in zip(answers, hf_scores, strict=True):
         assert isinstance(got, TokenScores)
@@ -192,12 +192,16 @@ def test_long_text_error_and_truncation_leave_room_for_the_generated_token(tiny_
         score(lm, [per_token(text)])
     (answer,) = score(lm, [per_token(text, truncate=True)])
     assert answer.token_ids.size == 10 and answer.truncated_tokens == n - 10  # 1 start + 10 + 1 generated = 12
-    (sent, _), = lm.model.calls
+    ((sent, _),) = lm.model.calls
     assert len(sent[0]) == 11
 
 
 def test_mixed_settings_in_one_batch_keep_request_order(vllm_lm):
-    requests = [per_token(TEXTS[0], 0, topk_logprobs=1), per_token(TEXTS[1], 1, topk_logprobs=5), per_token(TEXTS[2], 2)]
+    requests = [
+        per_token(TEXTS[0], 0, topk_logprobs=1),
+        per_token(TEXTS[1], 1, topk_logprobs=5),
+        per_token(TEXTS[2], 2),
+    ]
     answers = score(vllm_lm, requests)
     assert [a.model.distribution_stats.split()[0] for a in answers] == ["top-1", "top-5", "top-20"]
     for request, answer in zip(requests, answers, strict=True):

@@ -12,8 +12,9 @@ import json
 
 import pytest
 
-import pdd_tasks.chinese
-from pdd_tasks.chinese import PAPER_WORDS, count_words, first_n_words, jieba_words, main, snippets
+import pdd_tasks.loading.chinese
+from pdd_tasks.loading.chinese import PAPER_WORDS, count_words, first_n_words, jieba_words, main, snippets
+
 
 ANALECTS = "子曰：学而时习之，不亦说乎？有朋自远方来，不亦乐乎？人不知而不愠，不亦君子乎？"
 DAODEJING = (
@@ -30,7 +31,7 @@ PATENT = (
 
 
 def test_module_doctests():
-    result = doctest.testmod(pdd_tasks.chinese)
+    result = doctest.testmod(pdd_tasks.loading.chinese)
     assert result.attempted >= 6 and result.failed == 0
 
 
@@ -83,7 +84,10 @@ def test_snippets_cover_the_page_in_order():
 def test_command_cuts_each_record_and_keeps_other_fields(tmp_path, capsys):
     pages = tmp_path / "pages.jsonl"
     pages.write_text(
-        "\n".join(json.dumps({"id": i, "content": t, "label": i % 2}, ensure_ascii=False) for i, t in enumerate([ANALECTS, PATENT, "短文"])),
+        "\n".join(
+            json.dumps({"id": i, "content": t, "label": i % 2}, ensure_ascii=False)
+            for i, t in enumerate([ANALECTS, PATENT, "短文"])
+        ),
         encoding="utf-8",
     )
     out = tmp_path / "snippets.jsonl"
@@ -99,4 +103,6 @@ def test_command_names_a_missing_text_field(tmp_path, capsys):
     pages = tmp_path / "pages.jsonl"
     pages.write_text(json.dumps({"body": ANALECTS}, ensure_ascii=False) + "\n", encoding="utf-8")
     assert main(["--input", str(pages), "--output", str(tmp_path / "o.jsonl")]) == 1
-    assert "pages.jsonl:1: no text field 'text' (fields: ['body']); name it with --text-field" in capsys.readouterr().err
+    assert (
+        "pages.jsonl:1: no text field 'text' (fields: ['body']); name it with --text-field" in capsys.readouterr().err
+    )

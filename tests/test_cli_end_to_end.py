@@ -9,13 +9,21 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from conftest import (
+    build_table_for,
+    build_tiny_model,
+    read_results,
+    read_samples,
+    run_lm_eval,
+    tasks_path,
+    train_on,
+    wikimia_rows,
+)
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from pdd_metrics import dcpdd_score, loss_score, lowercase_score, min_k_plus_plus_score, min_k_score, zlib_score
-from pdd_tasks.freq_tables import FrequencyTable
-from pdd_tasks.task import BASE_METHODS
-
-from conftest import build_table_for, build_tiny_model, read_results, read_samples, run_lm_eval, tasks_path, train_on, wikimia_rows
+from pdd_tasks.freq.tables import FrequencyTable
+from pdd_tasks.registry import DEFAULT_METHODS
 
 
 LIMIT = 24
@@ -24,14 +32,22 @@ LIMIT = 24
 def run_pdd(model_dir, table, out, task="pdd_wikimia_32", batch_size=1, limit=LIMIT, metadata=None, include=None):
     meta = {"freq_table": str(table), **(metadata or {})}
     args = [
-        "--model", "hf",
-        "--model_args", f"pretrained={model_dir},dtype=float32",
-        "--device", "cpu",
-        "--include_path", str(include or tasks_path()),
-        "--tasks", task,
-        "--batch_size", str(batch_size),
-        "--metadata", json.dumps(meta),
-        "--output_path", str(out),
+        "--model",
+        "hf",
+        "--model_args",
+        f"pretrained={model_dir},dtype=float32",
+        "--device",
+        "cpu",
+        "--include_path",
+        str(include or tasks_path()),
+        "--tasks",
+        task,
+        "--batch_size",
+        str(batch_size),
+        "--metadata",
+        json.dumps(meta),
+        "--output_path",
+        str(out),
         "--log_samples",
     ]
     if limit:
@@ -53,7 +69,7 @@ def direct_token_stats(model, tokenizer, text):
 
 
 def scores_by_doc(samples):
-    return {s["doc_id"]: {m: s[f"{m}_auc"][0] for m in BASE_METHODS} for s in samples}
+    return {s["doc_id"]: {m: s[f"{m}_auc"][0] for m in DEFAULT_METHODS} for s in samples}
 
 
 @pytest.fixture(scope="module")
@@ -95,14 +111,14 @@ def test_scores_do_not_depend_on_batch_size(runs):
     eight = scores_by_doc(read_samples(runs[8], "pdd_wikimia_32"))
     assert one.keys() == eight.keys()
     for doc_id in one:
-        for method in BASE_METHODS:
+        for method in DEFAULT_METHODS:
             assert eight[doc_id][method] == pytest.approx(one[doc_id][method], abs=1e-5)
 
 
 def test_results_json_has_every_method_and_metric(runs, tiny_table):
     results = read_results(runs[8])
     metrics = results["results"]["pdd_wikimia_32"]
-    for method in BASE_METHODS:
+    for method in DEFAULT_METHODS:
         for name in ("auc", "tpr@fpr<5%", "tpr@fpr<1%"):
             value = metrics[f"{method}_{name},none"]
             assert 0.0 <= value <= 1.0
@@ -154,7 +170,10 @@ def test_stock_task_answers_unchanged_by_plugin(tiny_model, tiny_table, tmp_path
     data = tmp_path / "choice.jsonl"
     data.write_text(
         "".join(
-            json.dumps({"question": r["input"][:60], "choices": [r["input"][60:100], " the end.", " and so on"], "answer": 0}) + "\n"
+            json.dumps(
+                {"question": r["input"][:60], "choices": [r["input"][60:100], " the end.", " and so on"], "answer": 0}
+            )
+            + "\n"
             for r in rows
         )
     )
@@ -169,14 +188,36 @@ def test_stock_task_answers_unchanged_by_plugin(tiny_model, tiny_table, tmp_path
         alone = tmp_path / f"alone{batch_size}" / "out"
         alone.parent.mkdir()
         run_lm_eval(
-            ["--model", "hf", "--model_args", f"pretrained={tiny_model},dtype=float32", "--device", "cpu",
-             "--include_path", str(stock_only), "--tasks", "local_choice", "--batch_size", str(batch_size),
-             "--output_path", str(alone), "--log_samples"],
+            [
+                "--model",
+                "hf",
+                "--model_args",
+                f"pretrained={tiny_model},dtype=float32",
+                "--device",
+                "cpu",
+                "--include_path",
+                str(stock_only),
+                "--tasks",
+                "local_choice",
+                "--batch_size",
+                str(batch_size),
+                "--output_path",
+                str(alone),
+                "--log_samples",
+            ],
             cwd=alone.parent,
         )
         together = tmp_path / f"together{batch_size}" / "out"
         together.parent.mkdir()
-        run_pdd(tiny_model, tiny_table, together, task="local_choice,pdd_wikimia_32", batch_size=batch_size, limit=12, include=mixed)
+        run_pdd(
+            tiny_model,
+            tiny_table,
+            together,
+            task="local_choice,pdd_wikimia_32",
+            batch_size=batch_size,
+            limit=12,
+            include=mixed,
+        )
         assert read_samples(together, "pdd_wikimia_32")  # the plugin really ran in this process
         resps_alone = [s["resps"] for s in read_samples(alone, "local_choice")]
         resps_together = [s["resps"] for s in read_samples(together, "local_choice")]

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from pdd_metrics.topk import approximate_mu_sigma
-from pdd_tasks.capture import ModelInfo
-from pdd_tasks.capture_api import ServerCheckError, _probe_values, token_scores_from_choice
+from pdd_tasks.backends.base import ModelInfo
+from pdd_tasks.backends.completions import ServerCheckError, _probe_values, token_scores_from_choice
 
 
 WORDS = [f"w{i}" for i in range(12)]  # a 12-token prompt; position 0 is the start token

@@ -1,6 +1,6 @@
 """``--model local-completions`` against real completions servers on 127.0.0.1.
 
-(a) Through lm-eval-pdd's correct llama.cpp front (``python -m pdd_tasks.gguf_server``) on the
+(a) Through lm-eval-pdd's correct llama.cpp front (``python -m pdd_tasks.tools.gguf_server``) on the
 default model's GGUF (Q4_1), per-document scores agree with ``--model hf`` on the same weights
 dequantized to float32, within tolerances measured for this pair (see TOLERANCES).
 (b) Against llama-cpp-python's stock server, the run stops before scoring with a message naming
@@ -15,7 +15,6 @@ import math
 
 import numpy as np
 import pytest
-
 from completions_support import (
     completions_model_args,
     correct_server,
@@ -66,9 +65,23 @@ def server():
 def hf_scores(model_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("hf")
     run_lm_eval(
-        ["--model", "hf", "--model_args", f"pretrained={model_dir}", "--batch_size", "8",
-         "--include_path", tasks_path(), "--tasks", "pdd_wikimia_32", "--limit", str(LIMIT),
-         "--output_path", str(out), "--log_samples"],
+        [
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={model_dir}",
+            "--batch_size",
+            "8",
+            "--include_path",
+            tasks_path(),
+            "--tasks",
+            "pdd_wikimia_32",
+            "--limit",
+            str(LIMIT),
+            "--output_path",
+            str(out),
+            "--log_samples",
+        ],
         cwd=out,
     )
     return per_doc_scores(out)
@@ -77,9 +90,21 @@ def hf_scores(model_dir, tmp_path_factory):
 def test_local_completions_scores_agree_with_hf_backend(server, model_dir, hf_scores, tmp_path):
     before = server_stats(server)
     run_lm_eval(
-        ["--model", "local-completions", "--model_args", completions_model_args(server, model_dir),
-         "--include_path", tasks_path(), "--tasks", "pdd_wikimia_32", "--limit", str(LIMIT),
-         "--output_path", str(tmp_path), "--log_samples"],
+        [
+            "--model",
+            "local-completions",
+            "--model_args",
+            completions_model_args(server, model_dir),
+            "--include_path",
+            tasks_path(),
+            "--tasks",
+            "pdd_wikimia_32",
+            "--limit",
+            str(LIMIT),
+            "--output_path",
+            str(tmp_path),
+            "--log_samples",
+        ],
         cwd=tmp_path,
     )
     after = server_stats(server)
@@ -114,9 +139,20 @@ def test_local_completions_scores_agree_with_hf_backend(server, model_dir, hf_sc
 def test_stock_llama_cpp_server_is_refused_with_its_faults_named(model_dir, tmp_path):
     with stock_server() as url:
         process = run_lm_eval(
-            ["--model", "local-completions", "--model_args", completions_model_args(url, model_dir),
-             "--include_path", tasks_path(), "--tasks", "pdd_wikimia_32", "--limit", "4",
-             "--output_path", str(tmp_path)],
+            [
+                "--model",
+                "local-completions",
+                "--model_args",
+                completions_model_args(url, model_dir),
+                "--include_path",
+                tasks_path(),
+                "--tasks",
+                "pdd_wikimia_32",
+                "--limit",
+                "4",
+                "--output_path",
+                str(tmp_path),
+            ],
             cwd=tmp_path,
             check=False,
         )
@@ -126,7 +162,7 @@ def test_stock_llama_cpp_server_is_refused_with_its_faults_named(model_dir, tmp_
     assert "refuses prompts given as token ids (HTTP 500" in output
     assert "prompt log-probs are shifted by one position" in output
     assert "abetlen/llama-cpp-python#1983" in output
-    assert "pdd_tasks.gguf_server" in output  # the fix: a server that works
+    assert "pdd_tasks.tools.gguf_server" in output  # the fix: a server that works
     assert not list(tmp_path.rglob("results_*.json"))  # no table of chance-level numbers
 
 
@@ -136,7 +172,7 @@ def test_stock_llama_cpp_server_is_refused_with_its_faults_named(model_dir, tmp_
 def make_client(url, model_dir, **kwargs):
     from lm_eval.models.openai_completions import LocalCompletionsAPI
 
-    from pdd_tasks.capture_api import install_api_capture
+    from pdd_tasks.backends.completions import install_api_capture
 
     install_api_capture()
     return LocalCompletionsAPI(
@@ -152,11 +188,10 @@ def texts(n: int) -> list[str]:
 
 
 def per_token_requests(items: list[str]):
-    from pdd_tasks.capture import PerTokenRequest
+    from pdd_tasks.backends.base import PerTokenRequest
 
     return [
-        PerTokenRequest(request_type="loglikelihood", doc={}, arguments=("", text), idx=0,
-                        metadata=("pdd_test", i, 1))
+        PerTokenRequest(request_type="loglikelihood", doc={}, arguments=("", text), idx=0, metadata=("pdd_test", i, 1))
         for i, text in enumerate(items)
     ]
 
@@ -200,7 +235,7 @@ def test_capture_agrees_with_the_stock_harness_parser(server, model_dir):
 def test_chat_completions_backend_is_refused():
     from lm_eval.models.openai_completions import LocalChatCompletion
 
-    from pdd_tasks.capture_api import ServerCheckError, install_api_capture
+    from pdd_tasks.backends.completions import ServerCheckError, install_api_capture
 
     install_api_capture()
     chat = LocalChatCompletion(base_url="http://127.0.0.1:9/v1/chat/completions", tokenizer_backend=None)

@@ -10,12 +10,21 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import (
+    SHARED,
+    build_table_for,
+    build_tiny_model,
+    read_results,
+    read_samples,
+    run_lm_eval,
+    tasks_path,
+    train_on,
+    wikimia_rows,
+)
 
 from pdd_metrics import calibrate_threshold
-from pdd_tasks.controlled import TuningSettings, load_pool, make_controlled, split_pool
-from pdd_tasks.task import BASE_METHODS
-
-from conftest import SHARED, build_table_for, build_tiny_model, read_results, read_samples, run_lm_eval, tasks_path, train_on, wikimia_rows
+from pdd_tasks.registry import DEFAULT_METHODS
+from pdd_tasks.tools.make_controlled import TuningSettings, load_pool, make_controlled, split_pool
 
 
 def lm_eval_pdd(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -30,9 +39,23 @@ def run_task(model_dir, out, task, metadata, check=True):
     out.parent.mkdir(parents=True, exist_ok=True)
     return run_lm_eval(
         [
-            "--model", "hf", "--model_args", f"pretrained={model_dir},dtype=float32", "--device", "cpu",
-            "--include_path", tasks_path(), "--tasks", task, "--batch_size", "8",
-            "--metadata", json.dumps(metadata), "--output_path", str(out), "--log_samples",
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={model_dir},dtype=float32",
+            "--device",
+            "cpu",
+            "--include_path",
+            tasks_path(),
+            "--tasks",
+            task,
+            "--batch_size",
+            "8",
+            "--metadata",
+            json.dumps(metadata),
+            "--output_path",
+            str(out),
+            "--log_samples",
         ],
         cwd=out.parent,
         check=check,
@@ -64,7 +87,7 @@ def contaminated(tmp_path_factory):
 
 def test_unlabelled_run_reports_thresholds_and_the_dataset_test(contaminated):
     metrics = read_results(contaminated["out"])["results"]["pdd_custom"]
-    for method in BASE_METHODS:
+    for method in DEFAULT_METHODS:
         for name in ("threshold", "flagged", "suspect_auc", "pvalue"):
             assert f"{method}_{name},none" in metrics
         assert f"{method}_auc,none" not in metrics  # no labels: no AUC against labels
@@ -96,7 +119,7 @@ def test_decisions_command_agrees_with_the_metrics(contaminated):
     assert [r["row"] for r in records] == list(range(24))
     assert [r["text"] for r in records] == contaminated["suspect"]
     samples = read_samples(out, "pdd_custom")
-    for method in BASE_METHODS:
+    for method in DEFAULT_METHODS:
         reference_scores = [s[f"{method}_flagged"][0] for s in samples if s["doc"]["role"] == "reference"]
         tau = calibrate_threshold(reference_scores, 0.1)
         assert tau == pytest.approx(metrics[f"{method}_threshold,none"])
@@ -110,10 +133,14 @@ def test_decisions_command_agrees_with_the_metrics(contaminated):
 def test_unlabelled_without_reference_gives_scores_only(contaminated, tmp_path):
     out = tmp_path / "out"
     data = contaminated["tmp"] / "suspect.jsonl"
-    process = run_task(contaminated["model"], out, "pdd_custom", {"data_files": str(data), "freq_table": str(contaminated["table"])})
+    process = run_task(
+        contaminated["model"], out, "pdd_custom", {"data_files": str(data), "freq_table": str(contaminated["table"])}
+    )
     assert "no reference_files were given" in process.stderr
     metrics = read_results(out)["results"]["pdd_custom"]
-    assert {key for key in metrics if key.endswith(",none") and "stderr" not in key} == {f"{m}_mean,none" for m in BASE_METHODS}
+    assert {key for key in metrics if key.endswith(",none") and "stderr" not in key} == {
+        f"{m}_mean,none" for m in DEFAULT_METHODS
+    }
     refused = lm_eval_pdd("decisions", str(out), check=False)
     assert refused.returncode == 1
     assert "reference_files" in refused.stderr
@@ -121,10 +148,18 @@ def test_unlabelled_without_reference_gives_scores_only(contaminated, tmp_path):
 
 def test_labelled_file_with_reference_is_refused(contaminated, tmp_path):
     data = tmp_path / "labelled.jsonl"
-    data.write_text(json.dumps({"text": "a text", "label": 1}) + "\n" + json.dumps({"text": "another", "label": 0}) + "\n")
+    data.write_text(
+        json.dumps({"text": "a text", "label": 1}) + "\n" + json.dumps({"text": "another", "label": 0}) + "\n"
+    )
     process = run_task(
-        contaminated["model"], tmp_path / "out", "pdd_custom",
-        {"data_files": str(data), "reference_files": str(contaminated["tmp"] / "reference.jsonl"), "freq_table": str(contaminated["table"])},
+        contaminated["model"],
+        tmp_path / "out",
+        "pdd_custom",
+        {
+            "data_files": str(data),
+            "reference_files": str(contaminated["tmp"] / "reference.jsonl"),
+            "freq_table": str(contaminated["table"]),
+        },
         check=False,
     )
     assert process.returncode != 0
@@ -133,7 +168,7 @@ def test_labelled_file_with_reference_is_refused(contaminated, tmp_path):
 
 @pytest.mark.parametrize("target", [0, 1, 1.5, "0.05", True])
 def test_bad_target_fpr_is_refused(contaminated, tmp_path, target):
-    from pdd_tasks.custom import read_custom_data
+    from pdd_tasks.tasks.custom import read_custom_data
 
     with pytest.raises(ValueError, match="target_fpr"):
         read_custom_data({"data_files": str(contaminated["tmp"] / "suspect.jsonl"), "target_fpr": target})
@@ -154,13 +189,16 @@ def test_pool_split_is_a_seeded_partition():
 @pytest.mark.skipif(not (SHARED / "data" / "WikiMIA-24").is_dir(), reason="needs ../shared/data/WikiMIA-24")
 def test_default_pool_is_wikimia24_non_members():
     texts, description = load_pool(str(SHARED / "data" / "WikiMIA-24"), 64)
-    rows = [json.loads(line) for line in (SHARED / "data" / "WikiMIA-24" / "WikiMIA_length64.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line)
+        for line in (SHARED / "data" / "WikiMIA-24" / "WikiMIA_length64.jsonl").read_text().splitlines()
+    ]
     assert set(texts) == {row["input"] for row in rows if row["label"] == 0}
     assert "non-members" in description
 
 
 def test_pool_from_the_hub_offline_names_the_override(monkeypatch):
-    from pdd_tasks.data_loading import DatasetError
+    from pdd_tasks.loading.benchmark_data import DatasetError
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(DatasetError, match=r"wjfu99/WikiMIA-24.*--pool <dir>"):
@@ -175,7 +213,9 @@ def controlled(tmp_path_factory):
     # The benchmark is defined with 1 epoch on the default model; the tiny random model needs more
     # passes to memorise anything, which is what this test checks the pipeline can detect.
     settings = TuningSettings(seed=0, learning_rate=3e-3, batch_size=4, epochs=25)
-    directory = make_controlled(tmp / "benchmark", base, pool=str(pool), text_field="text", settings=settings, progress=False)
+    directory = make_controlled(
+        tmp / "benchmark", base, pool=str(pool), text_field="text", settings=settings, progress=False
+    )
     return {"dir": directory, "base": base, "tmp": tmp, "pool": pool}
 
 
@@ -207,8 +247,11 @@ def test_pdd_controlled_detects_the_tuned_on_texts(controlled):
 def test_pdd_controlled_refuses_another_model(controlled, tmp_path):
     table = build_table_for(controlled["base"], tmp_path / "table.npz")
     process = run_task(
-        controlled["base"], tmp_path / "out", "pdd_controlled",
-        {"controlled_dir": str(controlled["dir"]), "freq_table": str(table)}, check=False,
+        controlled["base"],
+        tmp_path / "out",
+        "pdd_controlled",
+        {"controlled_dir": str(controlled["dir"]), "freq_table": str(table)},
+        check=False,
     )
     assert process.returncode != 0
     assert f"Run it with --model_args pretrained={controlled['dir'] / 'model'}" in process.stderr

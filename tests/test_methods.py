@@ -18,6 +18,7 @@ from pdd_metrics.methods import (
     zlib_score,
 )
 
+
 # ---------------------------------------------------------------- loss, zlib, lowercase
 
 
@@ -225,9 +226,7 @@ def test_dcpdd_indexes_frequencies_by_token_id_not_position():
     assert dcpdd_score(np.array([0.0]), np.array([3]), LOG_F, a=None) == pytest.approx(3 * L2)
 
 
-@pytest.mark.parametrize(
-    ("name", "expected"), [("cld", CLD), ("lup", LUP_06), ("sfo", SFO_06)]
-)
+@pytest.mark.parametrize(("name", "expected"), [("cld", CLD), ("lup", LUP_06), ("sfo", SFO_06)])
 def test_dcpdd_ablations(name, expected):
     kwargs = {"a": 0.6, **DCPDD_ABLATIONS[name]}
     assert dcpdd_score(LP_DC, IDS, LOG_F, **kwargs) == pytest.approx(expected)

@@ -4,7 +4,7 @@ AUCs as one process, through the real ``accelerate`` and ``lm_eval`` command lin
 On CPU, ``ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes 2`` starts two
 processes that talk over gloo (accelerate's MULTI_CPU); ``accelerate launch --cpu --num_processes 2``
 starts only one (accelerate 1.15's simple launcher; more needs ``--mpirun_hostfile``). lm-eval's
-HFLM would then have each process score every document; pdd_tasks.capture makes it take rank and
+HFLM would then have each process score every document; pdd_tasks.backends.base makes it take rank and
 world size from accelerate (see ``_install_cpu_data_parallel``), so the harness splits the documents
 and gathers the metrics on rank 0.
 """
@@ -64,7 +64,9 @@ def run_accelerate(args: list[str], cwd: Path, processes: int = 2) -> subprocess
     ]  # fmt: skip
     process = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     if process.returncode != 0:
-        raise AssertionError(f"accelerate launch failed ({process.returncode}):\n{process.stdout[-4000:]}\n{process.stderr[-8000:]}")
+        raise AssertionError(
+            f"accelerate launch failed ({process.returncode}):\n{process.stdout[-4000:]}\n{process.stderr[-8000:]}"
+        )
     return process
 
 

@@ -11,6 +11,7 @@ import pytest
 import pdd_metrics.reference as reference
 from pdd_metrics.reference import count_token_ids, log_reference_frequencies
 
+
 # ----------------------------------------------------------------------------- count_token_ids
 
 

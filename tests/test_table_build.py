@@ -10,18 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tables_support import PILE, needs_smollm2
+from tables_support import tiny_tokenizer as _tiny_tokenizer
 
 from pdd_tasks import cli, table_build
-from pdd_tasks.freq_tables import (
-    BuildLimits,
-    FrequencyTable,
-    FrequencyTableMismatchError,
-    batch_encoder,
-    build_table,
-    merge_tables,
-)
-from pdd_tasks.table_build import BuildResumeError, build
-from pdd_tasks.table_sources import (
+from pdd_tasks.freq.build import BuildResumeError, build
+from pdd_tasks.freq.sources import (
     TableSourceError,
     expand_braces,
     hub_sources,
@@ -29,9 +23,15 @@ from pdd_tasks.table_sources import (
     parse_where,
     select_shard,
 )
+from pdd_tasks.freq.tables import (
+    BuildLimits,
+    FrequencyTable,
+    FrequencyTableMismatchError,
+    batch_encoder,
+    build_table,
+    merge_tables,
+)
 
-from tables_support import PILE, needs_smollm2
-from tables_support import tiny_tokenizer as _tiny_tokenizer
 
 WORDS = "the cat sat on a mat while dogs ran over green hills and rivers under grey skies".split()
 
@@ -110,7 +110,13 @@ def test_local_sources_read_every_format(tmp_path, corpus):
     assert list(local_sources([tmp_path / "one.txt"])[0].texts()) == ["whole file\n\nis one document"]
     assert list(local_sources([tmp_path / "lines.txt.gz"], fmt="lines")[0].texts()) == ["first line", "second line"]
     # a directory means every corpus file below it, sorted
-    assert [Path(s.name).name for s in local_sources([tmp_path])] == ["c0.jsonl", "c1.jsonl.gz", "c2.parquet", "lines.txt.gz", "one.txt"]
+    assert [Path(s.name).name for s in local_sources([tmp_path])] == [
+        "c0.jsonl",
+        "c1.jsonl.gz",
+        "c2.parquet",
+        "lines.txt.gz",
+        "one.txt",
+    ]
 
 
 def test_where_filters_records_including_nested_fields(corpus):
@@ -324,7 +330,15 @@ def test_resume_with_a_limit_stops_at_the_same_place(tokenizer, tmp_path, corpus
 def test_cli_shards_then_merge_equals_one_build(tokenizer, tmp_path, corpus, capsys):
     tok_dir = tmp_path / "tok"
     tokenizer.save_pretrained(tok_dir)
-    common = ["--tokenizer", str(tok_dir), "--input", str(tmp_path / "c*"), "--no-progress", "--max-tokens-per-doc", "7"]
+    common = [
+        "--tokenizer",
+        str(tok_dir),
+        "--input",
+        str(tmp_path / "c*"),
+        "--no-progress",
+        "--max-tokens-per-doc",
+        "7",
+    ]
     assert cli.main(["build-table", *common, "--output", str(tmp_path / "whole.npz")]) == 0
     for i in range(3):
         assert cli.main(["build-table", *common, "--num-shards", "3", "--shard-index", str(i),
@@ -342,7 +356,9 @@ def test_cli_merge_refuses_another_tokenizer(tokenizer, tmp_path, capsys):
     other = _tiny_tokenizer(["zebra yak quokka"] * 4, vocab_size=280)
     build_table(["a cat"], tokenizer, "a", progress=False).save(tmp_path / "a.npz")
     build_table(["a cat"], other, "b", progress=False).save(tmp_path / "b.npz")
-    status = cli.main(["merge-tables", str(tmp_path / "a.npz"), str(tmp_path / "b.npz"), "--output", str(tmp_path / "m.npz")])
+    status = cli.main(
+        ["merge-tables", str(tmp_path / "a.npz"), str(tmp_path / "b.npz"), "--output", str(tmp_path / "m.npz")]
+    )
     assert status == 1
     assert "refused: cannot merge tables of different tokenizers" in capsys.readouterr().err
     assert not (tmp_path / "m.npz").exists()
@@ -351,11 +367,27 @@ def test_cli_merge_refuses_another_tokenizer(tokenizer, tmp_path, capsys):
 def test_cli_build_errors(tmp_path, tokenizer, capsys):
     tok_dir = tmp_path / "tok"
     tokenizer.save_pretrained(tok_dir)
-    assert cli.main(["build-table", "--tokenizer", str(tok_dir), "--input", str(tmp_path / "none.jsonl"), "--output", str(tmp_path / "x.npz")]) == 1
+    assert (
+        cli.main(
+            [
+                "build-table",
+                "--tokenizer",
+                str(tok_dir),
+                "--input",
+                str(tmp_path / "none.jsonl"),
+                "--output",
+                str(tmp_path / "x.npz"),
+            ]
+        )
+        == 1
+    )
     assert "corpus file" in capsys.readouterr().err
     assert cli.main(["build-table", "--tokenizer", str(tok_dir), "--input", "a.jsonl"]) == 1
     assert "--output TABLE.npz, --install" in capsys.readouterr().err
-    assert cli.main(["build-table", "--tokenizer", str(tok_dir), "--input", "a", "--hf-dataset", "x", "--output", "x.npz"]) == 1
+    assert (
+        cli.main(["build-table", "--tokenizer", str(tok_dir), "--input", "a", "--hf-dataset", "x", "--output", "x.npz"])
+        == 1
+    )
     assert "one of them" in capsys.readouterr().err
 
 
@@ -370,8 +402,8 @@ def test_builder_ids_equal_the_default_tokenizer_call_on_the_pile_sample():
 
     from transformers import AutoTokenizer
 
-    from pdd_tasks.default_model import ensure_default_model
-    from pdd_tasks.freq_tables import iter_jsonl_texts
+    from pdd_tasks.freq.tables import iter_jsonl_texts
+    from pdd_tasks.tools.default_model import ensure_default_model
 
     tok = AutoTokenizer.from_pretrained(ensure_default_model())
     texts = [t[:4000] for t in islice(iter_jsonl_texts(PILE), 0, 11000, 50)]  # every domain

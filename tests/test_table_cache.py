@@ -7,10 +7,10 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import read_results, run_lm_eval, tasks_path
-from pdd_tasks import cli
-from pdd_tasks.freq_tables import (
+from tables_support import tiny_tokenizer
+
+from pdd_tasks.freq.tables import (
     FrequencyTable,
     build_table,
     cached_table_path,
@@ -20,7 +20,7 @@ from pdd_tasks.freq_tables import (
     table_cache_dir,
     tokenizer_fingerprint,
 )
-from tables_support import tiny_tokenizer
+from pdd_tasks.tools import cli
 
 
 @pytest.fixture()
@@ -65,7 +65,10 @@ def test_cli_build_install_and_list(home, tokenizer, tmp_path, capsys):
     tokenizer.save_pretrained(tok_dir)
     corpus = tmp_path / "c.jsonl"
     corpus.write_text(json.dumps({"text": "the cat sat on the mat"}) + "\n", encoding="utf-8")
-    assert cli.main(["build-table", "--tokenizer", str(tok_dir), "--input", str(corpus), "--install", "--no-progress"]) == 0
+    assert (
+        cli.main(["build-table", "--tokenizer", str(tok_dir), "--input", str(corpus), "--install", "--no-progress"])
+        == 0
+    )
     cached = home / "freq_tables" / f"{tokenizer_fingerprint(tokenizer)}.npz"
     assert capsys.readouterr().out == f"{cached}\n"
     assert FrequencyTable.load(cached).documents == 1

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from pdd_tasks import cli
-from pdd_tasks.freq_tables import FrequencyTable, merge_tables
-from pdd_tasks.table_estimates import estimate_table, jieba_word_counts, uniform_table, wordfreq_word_counts
 from tables_support import needs_smollm2, tiny_tokenizer
+
+from pdd_tasks.freq.estimates import estimate_table, jieba_word_counts, uniform_table, wordfreq_word_counts
+from pdd_tasks.freq.tables import FrequencyTable, merge_tables
+from pdd_tasks.tools import cli
+
 
 WORDS = ["the", "cat", "sat", "on", "mat", "naïve", "café"]
 
@@ -89,7 +90,12 @@ def test_cli_estimate_and_inspect_label_the_estimate(tokenizer, tmp_path, capsys
     assert "counts from: ESTIMATE (not counted in a corpus" in shown
     assert "corpus: ESTIMATE from a word-frequency list" in shown
     assert shown.rstrip().splitlines()[-1].startswith("NOTE: ESTIMATE")
-    assert cli.main(["estimate-table", "--tokenizer", str(tok_dir), "--from", "uniform", "--output", str(tmp_path / "u.npz")]) == 0
+    assert (
+        cli.main(
+            ["estimate-table", "--tokenizer", str(tok_dir), "--from", "uniform", "--output", str(tmp_path / "u.npz")]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert cli.main(["inspect-table", str(tmp_path / "u.npz")]) == 0
     assert "counts from: UNIFORM" in capsys.readouterr().out
@@ -99,7 +105,7 @@ def test_old_tables_without_the_new_fields_read_as_corpus_counts(tmp_path):
     """Backward compatibility: the shipped table predates counts_from/text_bytes."""
     import json
 
-    from pdd_tasks.freq_tables import default_table_path
+    from pdd_tasks.freq.tables import default_table_path
 
     with np.load(default_table_path()) as data:
         meta = json.loads(str(data["meta"][()]))
@@ -112,7 +118,7 @@ def test_old_tables_without_the_new_fields_read_as_corpus_counts(tmp_path):
 def test_english_estimate_for_the_default_tokenizer():
     from transformers import AutoTokenizer
 
-    from pdd_tasks.default_model import ensure_default_model
+    from pdd_tasks.tools.default_model import ensure_default_model
 
     tok = AutoTokenizer.from_pretrained(ensure_default_model())
     pairs, description = wordfreq_word_counts("en", "small")

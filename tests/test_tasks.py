@@ -6,12 +6,12 @@ import hashlib
 import re
 
 import pytest
+from conftest import REPO, tasks_path
 from lm_eval.tasks import TaskManager
 
-from pdd_tasks.capture import PerTokenRequest
-from pdd_tasks.report import method_table
+from pdd_tasks.backends.base import PerTokenRequest
+from pdd_tasks.tools.report import method_table
 
-from conftest import REPO, tasks_path
 
 WIKIMIA_SIZES = {32: (776, 387), 64: (542, 284), 128: (250, 139), 256: (82, 51)}  # rows, members
 
@@ -26,7 +26,10 @@ BENCHMARK_TASKS = (
     | {"pdd_custom", "pdd_bookmia", "pdd_bookmia_a10", "pdd_patentmia"}
     | {f"pdd_wikimia24_{n}" for n in (32, 64, 128, 256)}
     | {f"pdd_wikimia_paraphrased_{n}" for n in (32, 64, 128)}
-    | {f"pdd_mimir_{d}" for d in ("arxiv", "dm_mathematics", "github", "hackernews", "pile_cc", "pubmed_central", "wikipedia")}
+    | {
+        f"pdd_mimir_{d}"
+        for d in ("arxiv", "dm_mathematics", "github", "hackernews", "pile_cc", "pubmed_central", "wikipedia")
+    }
 )
 BENCHMARK_GROUPS = {"pdd_wikimia", "pdd_wikimia24", "pdd_wikimia_paraphrased", "pdd_mimir"}
 
@@ -76,7 +79,9 @@ def test_metadata_overrides_settings_and_drops_lowercase():
 
 
 def test_local_directory_data_source(tmp_path):
-    (tmp_path / "WikiMIA_length32.jsonl").write_text('{"input": "a member", "label": 1}\n{"input": "not one", "label": 0}\n')
+    (tmp_path / "WikiMIA_length32.jsonl").write_text(
+        '{"input": "a member", "label": 1}\n{"input": "not one", "label": 0}\n'
+    )
     manager = TaskManager(include_path=tasks_path(), metadata={"data_source": str(tmp_path)})
     task = manager.load("pdd_wikimia_32")["tasks"]["pdd_wikimia_32"]
     assert [doc["text"] for doc in task.test_docs()] == ["a member", "not one"]
@@ -85,16 +90,29 @@ def test_local_directory_data_source(tmp_path):
 def test_method_table_lists_methods_by_task():
     results = {
         "results": {
-            "pdd_wikimia_64": {"loss_auc,none": 0.61, "loss_tpr@fpr<5%,none": 0.1, "dcpdd_auc,none": 0.7, "dcpdd_tpr@fpr<5%,none": 0.2},
-            "pdd_wikimia_32": {"loss_auc,none": 0.55, "loss_tpr@fpr<5%,none": 0.05, "dcpdd_auc,none": 0.65, "dcpdd_tpr@fpr<5%,none": 0.15},
+            "pdd_wikimia_64": {
+                "loss_auc,none": 0.61,
+                "loss_tpr@fpr<5%,none": 0.1,
+                "dcpdd_auc,none": 0.7,
+                "dcpdd_tpr@fpr<5%,none": 0.2,
+            },
+            "pdd_wikimia_32": {
+                "loss_auc,none": 0.55,
+                "loss_tpr@fpr<5%,none": 0.05,
+                "dcpdd_auc,none": 0.65,
+                "dcpdd_tpr@fpr<5%,none": 0.15,
+            },
             "other_task": {"acc,none": 0.3},
         },
         "n-samples": {"pdd_wikimia_32": {"effective": 776}, "pdd_wikimia_64": {"effective": 542}},
     }
     lines = method_table(results).splitlines()
-    assert lines[0] == "| method | pdd_wikimia_32 AUC | pdd_wikimia_32 TPR@FPR<5% | pdd_wikimia_64 AUC | pdd_wikimia_64 TPR@FPR<5% |"
+    assert (
+        lines[0]
+        == "| method | pdd_wikimia_32 AUC | pdd_wikimia_32 TPR@FPR<5% | pdd_wikimia_64 AUC | pdd_wikimia_64 TPR@FPR<5% |"
+    )
     assert lines[2] == "| Loss | 0.550 | 0.050 | 0.610 | 0.100 |"
-    assert lines[3] == "| DC-PDD | 0.650 | 0.150 | 0.700 | 0.200 |"
+    assert lines[3] == "| DC-PDD (a=0.01) | 0.650 | 0.150 | 0.700 | 0.200 |"
 
 
 def test_method_table_reports_lowercase_as_not_applicable_for_chinese():
@@ -112,9 +130,15 @@ def test_method_table_reports_lowercase_as_not_applicable_for_chinese():
     }  # fmt: skip
     table = method_table(results)
     lines = table.splitlines()
-    assert lines[0] == "| method | pdd_bookmia AUC | pdd_bookmia TPR@FPR<5% | pdd_patentmia AUC | pdd_patentmia TPR@FPR<5% |"
+    assert (
+        lines[0]
+        == "| method | pdd_bookmia AUC | pdd_bookmia TPR@FPR<5% | pdd_patentmia AUC | pdd_patentmia TPR@FPR<5% |"
+    )
     assert lines[3] == "| Lowercase | 0.550 | 0.070 | n/a | n/a |"
-    assert "n/a: Lowercase does not apply to pdd_patentmia (its texts (zh) have no letter case; task setting `lowercase: false`)." in table
+    assert (
+        "n/a: Lowercase does not apply to pdd_patentmia (its texts (zh) have no letter case; task setting `lowercase: false`)."
+        in table
+    )
     # a Chinese-only run still shows the Lowercase row, as n/a with the reason
     only = {"results": {"pdd_patentmia": results["results"]["pdd_patentmia"]}, "configs": results["configs"]}
     assert "| Lowercase | n/a | n/a |" in method_table(only).splitlines()

@@ -1,5 +1,5 @@
 """vLLM's output structures and an engine that produces them from a transformers model, for testing
-pdd_tasks.capture_vllm on a machine where vLLM cannot run (no GPU).
+pdd_tasks.backends.vllm on a machine where vLLM cannot run (no GPU).
 
 Where the ``vllm`` package imports (it does on CPU with ``pip install --no-deps vllm`` and its
 pure-Python dependencies), its own classes are used: ``SamplingParams``, ``TokensPrompt``,
@@ -27,6 +27,7 @@ from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
+
 
 try:  # vLLM's own classes, where the package imports
     from vllm import SamplingParams, TokensPrompt
@@ -69,7 +70,7 @@ except Exception:  # noqa: BLE001 (not installed, or CUDA-only parts fail to imp
 
         def append_fast(self, token_ids, logprobs, ranks, decoded_tokens) -> None:
             self.start_indices.append(len(self.logprobs))
-            for token_id, logprob, rank, decoded_token in zip(token_ids, logprobs, ranks, decoded_tokens):
+            for token_id, logprob, rank, decoded_token in zip(token_ids, logprobs, ranks, decoded_tokens, strict=True):
                 self.token_ids.append(token_id)
                 self.logprobs.append(logprob)
                 self.ranks.append(rank)
@@ -103,7 +104,7 @@ except Exception:  # noqa: BLE001 (not installed, or CUDA-only parts fail to imp
             request_logprobs.append(
                 {
                     token_id: Logprob(logprob=logprob, rank=rank, decoded_token=token)
-                    for token_id, logprob, rank, token in zip(token_ids, logprobs, ranks, decoded_tokens)
+                    for token_id, logprob, rank, token in zip(token_ids, logprobs, ranks, decoded_tokens, strict=True)
                 }
             )
 
@@ -196,13 +197,21 @@ class EmulatedLLM:
                         asked,
                     )
             completion = CompletionOutput(
-                index=0, text="", token_ids=[int(rows[-1].argmax())], cumulative_logprob=None, logprobs=None,
+                index=0,
+                text="",
+                token_ids=[int(rows[-1].argmax())],
+                cumulative_logprob=None,
+                logprobs=None,
                 finish_reason="length",
             )
             outputs.append(
                 RequestOutput(
-                    request_id=str(number), prompt=None, prompt_token_ids=tokens, prompt_logprobs=container,
-                    outputs=[completion], finished=True,
+                    request_id=str(number),
+                    prompt=None,
+                    prompt_token_ids=tokens,
+                    prompt_logprobs=container,
+                    outputs=[completion],
+                    finished=True,
                 )
             )
         return outputs
@@ -280,4 +289,3 @@ class StandInVLLM:
         """Stand-in for the stock method (not re-implemented): answers (0.0, False) per request."""
         self.__dict__.setdefault("stock_requests", []).extend(requests)
         return [(0.0, False)] * len(requests)
-

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+
 SPLIT = "ngram_13_0.8"
 FOLDER = "cache_100_200_1000_512"
 DOMAINS = {  # task suffix: MIMIR config name

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import yaml
 
+
 LENGTHS = (32, 64, 128, 256)
 HERE = Path(__file__).parent
 

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import yaml
 
+
 LENGTHS = (32, 64, 128)  # the paraphrased splits published by the Min-K%++ authors
 HERE = Path(__file__).parent
 

@@ -1,4 +1,4 @@
-"""The frequency-table subcommands of ``lm-eval-pdd`` (registered in :mod:`pdd_tasks.cli`).
+"""The frequency-table subcommands of ``lm-eval-pdd`` (registered in :mod:`pdd_tasks.tools.cli`).
 
     lm-eval-pdd build-table --tokenizer T (--input FILE|DIR|GLOB ... | --hf-dataset ID ...) --output X.npz [--install]
     lm-eval-pdd merge-tables PART.npz ... --output X.npz [--install]
@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from pdd_metrics.reference import DEFAULT_MAX_TOKENS_PER_DOC
+
 
 __all__ = [
     "add_build_table",
@@ -99,7 +100,7 @@ def _load_tokenizer(name_or_path: str):
 
 
 def _finish(table, output: Path | None, install: bool, force: bool, command: str) -> int:
-    from pdd_tasks.freq_tables import install_table
+    from pdd_tasks.freq.tables import install_table
 
     if output is not None:
         table.save(output)
@@ -138,7 +139,12 @@ def _need_output(args: argparse.Namespace, command: str) -> bool:
 
 
 def add_build_table(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tokenizer", required=True, metavar="NAME_OR_PATH", help="the target model's tokenizer (HF name or local directory)")
+    parser.add_argument(
+        "--tokenizer",
+        required=True,
+        metavar="NAME_OR_PATH",
+        help="the target model's tokenizer (HF name or local directory)",
+    )
     source = parser.add_argument_group("corpus (local files or a Hugging Face dataset)")
     source.add_argument(
         "--input",
@@ -148,8 +154,15 @@ def add_build_table(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="files, directories or glob/brace patterns: .jsonl/.json/.ndjson[.gz], .parquet, .txt/.md[.gz]",
     )
-    source.add_argument("--format", default="auto", choices=("auto", "jsonl", "parquet", "text", "lines"), help="file format (default: by suffix; 'text' = one document per file, 'lines' = per non-empty line)")
-    source.add_argument("--hf-dataset", default=None, metavar="ID", help="Hugging Face dataset id (streamed), e.g. allenai/c4")
+    source.add_argument(
+        "--format",
+        default="auto",
+        choices=("auto", "jsonl", "parquet", "text", "lines"),
+        help="file format (default: by suffix; 'text' = one document per file, 'lines' = per non-empty line)",
+    )
+    source.add_argument(
+        "--hf-dataset", default=None, metavar="ID", help="Hugging Face dataset id (streamed), e.g. allenai/c4"
+    )
     source.add_argument("--hf-config", default=None, metavar="NAME", help="dataset config, e.g. en")
     source.add_argument("--hf-split", default="train", metavar="SPLIT")
     source.add_argument(
@@ -162,8 +175,16 @@ def add_build_table(parser: argparse.ArgumentParser) -> None:
         "'en/c4-train.{00000..00014}-of-01024.json.gz'",
     )
     source.add_argument("--hf-revision", default=None)
-    source.add_argument("--text-field", default="text", help="field holding the text (dotted for nested; default 'text')")
-    source.add_argument("--where", action="append", default=[], metavar="FIELD=VALUE", help="count only records whose FIELD equals VALUE (repeatable)")
+    source.add_argument(
+        "--text-field", default="text", help="field holding the text (dotted for nested; default 'text')"
+    )
+    source.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="count only records whose FIELD equals VALUE (repeatable)",
+    )
     counting = parser.add_argument_group("counting")
     counting.add_argument(
         "--max-tokens-per-doc",
@@ -173,27 +194,59 @@ def add_build_table(parser: argparse.ArgumentParser) -> None:
         help="count only the first N tokens of each document (default 1024, the DC-PDD reference code's rule; 'none' = all)",
     )
     counting.add_argument("--limit-docs", type=_positive_int, default=None, metavar="N", help="stop after N documents")
-    counting.add_argument("--limit-tokens", type=parse_size, default=None, metavar="N", help="stop once N tokens are counted (e.g. 1G)")
-    counting.add_argument("--limit-bytes", type=parse_size, default=None, metavar="SIZE", help="stop once SIZE of UTF-8 text is read (e.g. 15GB, the paper's C4 subset)")
+    counting.add_argument(
+        "--limit-tokens", type=parse_size, default=None, metavar="N", help="stop once N tokens are counted (e.g. 1G)"
+    )
+    counting.add_argument(
+        "--limit-bytes",
+        type=parse_size,
+        default=None,
+        metavar="SIZE",
+        help="stop once SIZE of UTF-8 text is read (e.g. 15GB, the paper's C4 subset)",
+    )
     counting.add_argument("--batch-size", type=_positive_int, default=256, help="documents per tokenizer call")
     counting.add_argument("--no-parallel", action="store_true", help="tokenize on one core (default: all cores)")
     shards = parser.add_argument_group("sharding and resuming")
     shards.add_argument("--num-shards", type=_positive_int, default=1, metavar="N")
-    shards.add_argument("--shard-index", type=_non_negative_int, default=0, metavar="I", help="build shard I of N (0-based)")
-    shards.add_argument("--shard-by", choices=("file", "document"), default="file", help="shard by input file (default) or by document stride")
-    shards.add_argument("--docs-per-part", type=_positive_int, default=None, metavar="N", help="documents per resumable part (default 100000)")
-    shards.add_argument("--work-dir", type=Path, default=None, help="where finished parts are kept (default: <output>.parts); a rerun resumes from it")
+    shards.add_argument(
+        "--shard-index", type=_non_negative_int, default=0, metavar="I", help="build shard I of N (0-based)"
+    )
+    shards.add_argument(
+        "--shard-by",
+        choices=("file", "document"),
+        default="file",
+        help="shard by input file (default) or by document stride",
+    )
+    shards.add_argument(
+        "--docs-per-part",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="documents per resumable part (default 100000)",
+    )
+    shards.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        help="where finished parts are kept (default: <output>.parts); a rerun resumes from it",
+    )
     shards.add_argument("--keep-parts", action="store_true", help="keep the work directory after the merge")
     _add_output(parser)
-    parser.add_argument("--corpus", default=None, help="description stored in the table (default: the sources, shard and limits)")
-    parser.add_argument("--tokenizer-name", default=None, help="tokenizer name stored in the table (default: --tokenizer as given); matching uses the vocabulary fingerprint, never this name")
+    parser.add_argument(
+        "--corpus", default=None, help="description stored in the table (default: the sources, shard and limits)"
+    )
+    parser.add_argument(
+        "--tokenizer-name",
+        default=None,
+        help="tokenizer name stored in the table (default: --tokenizer as given); matching uses the vocabulary fingerprint, never this name",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def run_build_table(args: argparse.Namespace) -> int:
-    from pdd_tasks.freq_tables import BuildLimits, FrequencyTableError
-    from pdd_tasks.table_build import DEFAULT_DOCS_PER_PART, BuildResumeError, build
-    from pdd_tasks.table_sources import TableSourceError, hub_sources, local_sources, parse_where
+    from pdd_tasks.freq.build import DEFAULT_DOCS_PER_PART, BuildResumeError, build
+    from pdd_tasks.freq.sources import TableSourceError, hub_sources, local_sources, parse_where
+    from pdd_tasks.freq.tables import BuildLimits, FrequencyTableError
 
     command = "build-table"
     if not _need_output(args, command):
@@ -213,7 +266,15 @@ def run_build_table(args: argparse.Namespace) -> int:
         if args.input:
             sources = local_sources(args.input, args.text_field, args.format, where)
         else:
-            sources = hub_sources(args.hf_dataset, args.hf_config, args.hf_split, args.hf_data_files, args.text_field, where, args.hf_revision)
+            sources = hub_sources(
+                args.hf_dataset,
+                args.hf_config,
+                args.hf_split,
+                args.hf_data_files,
+                args.text_field,
+                where,
+                args.hf_revision,
+            )
         tokenizer = _load_tokenizer(args.tokenizer)
         limits = BuildLimits(args.limit_docs, args.limit_tokens, args.limit_bytes)
         start = time.perf_counter()
@@ -254,13 +315,17 @@ def run_build_table(args: argparse.Namespace) -> int:
 
 
 def add_merge_tables(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("tables", nargs="+", type=Path, metavar="TABLE.npz|DIR", help="tables (or directories of .npz tables) to add up")
+    parser.add_argument(
+        "tables", nargs="+", type=Path, metavar="TABLE.npz|DIR", help="tables (or directories of .npz tables) to add up"
+    )
     _add_output(parser)
-    parser.add_argument("--corpus", default=None, help="description stored in the merged table (default: the parts' descriptions)")
+    parser.add_argument(
+        "--corpus", default=None, help="description stored in the merged table (default: the parts' descriptions)"
+    )
 
 
 def run_merge_tables(args: argparse.Namespace) -> int:
-    from pdd_tasks.freq_tables import FrequencyTable, FrequencyTableError, FrequencyTableMismatchError, merge_tables
+    from pdd_tasks.freq.tables import FrequencyTable, FrequencyTableError, FrequencyTableMismatchError, merge_tables
 
     command = "merge-tables"
     if not _need_output(args, command):
@@ -304,13 +369,15 @@ def add_estimate_table(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--language", default="en", help="wordfreq language, e.g. en or zh (default en)")
     parser.add_argument("--wordlist", default="best", help="wordfreq list: best, large or small (default best)")
     parser.add_argument("--scale", type=float, default=1e9, help="wordfreq: nominal corpus size in words (default 1e9)")
-    parser.add_argument("--jieba-dict", type=Path, default=None, help="jieba: a dictionary file (default: jieba's dict.txt)")
+    parser.add_argument(
+        "--jieba-dict", type=Path, default=None, help="jieba: a dictionary file (default: jieba's dict.txt)"
+    )
     parser.add_argument("--tokenizer-name", default=None)
     _add_output(parser)
 
 
 def run_estimate_table(args: argparse.Namespace) -> int:
-    from pdd_tasks.table_estimates import estimate_table, jieba_word_counts, uniform_table, wordfreq_word_counts
+    from pdd_tasks.freq.estimates import estimate_table, jieba_word_counts, uniform_table, wordfreq_word_counts
 
     command = "estimate-table"
     if not _need_output(args, command):
@@ -338,14 +405,19 @@ def run_estimate_table(args: argparse.Namespace) -> int:
 
 def add_inspect_table(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("table", type=Path, metavar="TABLE.npz")
-    parser.add_argument("--tokenizer", default=None, metavar="NAME_OR_PATH", help="decode the top tokens with it and check that the table matches it")
+    parser.add_argument(
+        "--tokenizer",
+        default=None,
+        metavar="NAME_OR_PATH",
+        help="decode the top tokens with it and check that the table matches it",
+    )
     parser.add_argument("--top", type=int, default=20, help="how many frequent tokens to list")
 
 
 def run_inspect_table(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from pdd_tasks.freq_tables import FrequencyTable, FrequencyTableError, tokenizer_fingerprint
+    from pdd_tasks.freq.tables import FrequencyTable, FrequencyTableError, tokenizer_fingerprint
 
     try:
         table = FrequencyTable.load(args.table)
@@ -403,7 +475,7 @@ def add_install_table(parser: argparse.ArgumentParser) -> None:
 
 
 def run_install_table(args: argparse.Namespace) -> int:
-    from pdd_tasks.freq_tables import FrequencyTable, FrequencyTableError
+    from pdd_tasks.freq.tables import FrequencyTable, FrequencyTableError
 
     try:
         table = FrequencyTable.load(args.table)
@@ -418,7 +490,7 @@ def add_list_tables(parser: argparse.ArgumentParser) -> None:
 
 
 def run_list_tables(args: argparse.Namespace) -> int:
-    from pdd_tasks.freq_tables import FrequencyTable, FrequencyTableError, default_table_path, table_cache_dir
+    from pdd_tasks.freq.tables import FrequencyTable, FrequencyTableError, default_table_path, table_cache_dir
 
     directory = table_cache_dir()
     lines = [f"installed tables (used for a model whose tokenizer fingerprint is the file name): {directory}"]

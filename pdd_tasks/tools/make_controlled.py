@@ -1,4 +1,4 @@
-"""A membership benchmark with known answers that runs on a CPU: ``pdd_controlled``.
+"""``lm-eval-pdd make-controlled``: build the controlled benchmark that ``pdd_controlled`` scores.
 
 ``lm-eval-pdd make-controlled`` fine-tunes a causal LM (by default the default model) for one epoch
 on a random half of a pool of texts that postdate it (by default the non-members of WikiMIA-24,
@@ -26,10 +26,9 @@ from pathlib import Path
 
 import datasets
 
-from pdd_tasks.custom import check_texts
-from pdd_tasks.data_loading import DatasetError, normalise_rows, read_jsonl, read_local_rows
-from pdd_tasks.default_model import pdd_home
-from pdd_tasks.task import MembershipInferenceTask
+from pdd_tasks.loading.benchmark_data import DatasetError, read_jsonl, read_local_rows
+from pdd_tasks.tasks.custom import check_texts
+from pdd_tasks.tools.default_model import pdd_home
 
 
 logger = logging.getLogger(__name__)
@@ -151,7 +150,9 @@ def fine_tune(model, tokenizer, texts: list[str], settings: TuningSettings, prog
                 ids[row, : len(sequence)] = torch.tensor(sequence)
                 mask[row, : len(sequence)] = 1
             labels = ids.masked_fill(mask == 0, -100)
-            loss = model(input_ids=ids.to(model.device), attention_mask=mask.to(model.device), labels=labels.to(model.device)).loss
+            loss = model(
+                input_ids=ids.to(model.device), attention_mask=mask.to(model.device), labels=labels.to(model.device)
+            ).loss
             loss.backward()
             optimizer.step()
             optimizer.zero_grad()
@@ -161,7 +162,13 @@ def fine_tune(model, tokenizer, texts: list[str], settings: TuningSettings, prog
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
     bar.close()
     model.eval()
-    return {"steps": len(losses), "trained_tokens": tokens, "texts_cut": cut, "first_loss": losses[0], "last_loss": losses[-1]}
+    return {
+        "steps": len(losses),
+        "trained_tokens": tokens,
+        "texts_cut": cut,
+        "first_loss": losses[0],
+        "last_loss": losses[-1],
+    }
 
 
 def make_controlled(
@@ -226,48 +233,14 @@ def make_controlled(
     return output_dir
 
 
-# -- the task ------------------------------------------------------------------------------------
-
-
-class ControlledMembershipTask(MembershipInferenceTask):
-    """``pdd_controlled``: the labelled texts of a ``make-controlled`` directory.
-
-    Metadata ``controlled_dir`` (default :func:`default_controlled_dir`). The model must be the
-    tuned one (``pretrained=<controlled_dir>/model``): with any other model the labels mean nothing,
-    so that is an error when the model is named on the command line.
-    """
-
-    def controlled_dir(self) -> Path:
-        value = (self.config.metadata or {}).get("controlled_dir")
-        return Path(value).expanduser() if value else default_controlled_dir()
-
-    def download(self, dataset_kwargs=None, **kwargs) -> None:
-        directory = self.controlled_dir()
-        data = directory / "data.jsonl"
-        if not data.is_file():
-            raise DatasetError(
-                f"pdd_controlled: no benchmark at {directory} ({data.name} missing). Make it first with "
-                f"`lm-eval-pdd make-controlled --output {directory}` (a CPU fine-tuning run), "
-                f"or point to one with --metadata '{{\"controlled_dir\": \"<dir>\"}}'."
-            )
-        pretrained = (self.config.metadata or {}).get("pretrained")
-        tuned = directory / "model"
-        if isinstance(pretrained, str) and Path(pretrained).expanduser().resolve() != tuned.resolve():
-            raise ValueError(
-                f"pdd_controlled: its labels say which texts {tuned} was fine-tuned on, but the model is "
-                f"{pretrained}. Run it with --model_args pretrained={tuned}."
-            )
-        self.dataset = {self.config.test_split: normalise_rows(read_jsonl(data), str(data), "text", "label")}
-
-
-# -- lm-eval-pdd make-controlled (arguments: pdd_tasks/cli.py) ---------------------------------------
+# -- lm-eval-pdd make-controlled (arguments: pdd_tasks/tools/cli.py) ---------------------------------------
 
 
 def run(args) -> int:
     import contextlib
     import sys
 
-    from pdd_tasks.default_model import DefaultModelError, ensure_default_model
+    from pdd_tasks.tools.default_model import DefaultModelError, ensure_default_model
 
     try:
         with contextlib.redirect_stdout(sys.stderr):

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pdd_metrics import calibrate_threshold, flag_members, suspect_vs_reference_test
-from pdd_tasks.custom import DEFAULT_TARGET_FPR, REFERENCE, SUSPECT
-from pdd_tasks.report import latest_results_file
+from pdd_tasks.tasks.custom import DEFAULT_TARGET_FPR, REFERENCE, SUSPECT
+from pdd_tasks.tools.report import latest_results_file
 
 
 @dataclass(frozen=True)
@@ -34,9 +34,7 @@ def _samples_file(results_file: Path, task: str) -> Path:
     candidates = sorted(results_file.parent.glob(f"samples_{task}_{timestamp}.jsonl"))
     candidates = candidates or sorted(results_file.parent.glob(f"samples_{task}_*.jsonl"))
     if not candidates:
-        raise FileNotFoundError(
-            f"No samples_{task}_*.jsonl next to {results_file}: run lm_eval with --log_samples."
-        )
+        raise FileNotFoundError(f"No samples_{task}_*.jsonl next to {results_file}: run lm_eval with --log_samples.")
     return candidates[-1]
 
 
@@ -54,7 +52,7 @@ def decide(output_path: Path, task: str = "pdd_custom") -> tuple[list[MethodDeci
     if not methods:
         raise ValueError(
             f"{task} in {results_file} has no reference set, so there is nothing to calibrate a decision on: "
-            f"add --metadata '{{\"reference_files\": \"<known non-members>\"}}' and run again."
+            f'add --metadata \'{{"reference_files": "<known non-members>"}}\' and run again.'
         )
     suspects = sorted((s for s in samples if s["doc"]["role"] == SUSPECT), key=lambda s: s["doc"]["row"])
     references = [s for s in samples if s["doc"]["role"] == REFERENCE]
@@ -97,7 +95,7 @@ def summary_table(summary: list[MethodDecision]) -> str:
     return "\n".join(lines)
 
 
-# -- lm-eval-pdd decisions (arguments: pdd_tasks/cli.py) ------------------------------------------------
+# -- lm-eval-pdd decisions (arguments: pdd_tasks/tools/cli.py) ------------------------------------------------
 
 
 def run(args) -> int:

@@ -5,18 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pdd_tasks.task import ABLATION_METHODS, BASE_METHODS
+from pdd_tasks.registry import METHOD_NAMES, SETTINGS, ScoringSettings, label
 
-METHOD_LABELS = {
-    "loss": "Loss",
-    "zlib": "Zlib",
-    "lowercase": "Lowercase",
-    "min_k": "Min-K% (k=0.2)",
-    "min_k_pp": "Min-K%++ (k=0.2)",
-    "dcpdd": "DC-PDD",
-    "dcpdd_cld": "DC-PDD ablation CLD",
-    "dcpdd_lup": "DC-PDD ablation +LUP",
-}
 
 METRIC_LABELS = {"auc": "AUC", "tpr@fpr<5%": "TPR@FPR<5%", "tpr@fpr<1%": "TPR@FPR<1%"}
 
@@ -28,8 +18,22 @@ def latest_results_file(path: Path) -> Path:
         return path
     files = sorted(path.rglob("results_*.json"), key=lambda p: p.stat().st_mtime)
     if not files:
-        raise FileNotFoundError(f"No results_*.json under {path}; pass lm_eval's --output_path directory or a results file.")
+        raise FileNotFoundError(
+            f"No results_*.json under {path}; pass lm_eval's --output_path directory or a results file."
+        )
     return files[-1]
+
+
+def task_settings(results: dict, task: str) -> ScoringSettings:
+    """The settings a task ran with, from its metadata in the results JSON (defaults elsewhere)."""
+    metadata = results.get("configs", {}).get(task, {}).get("metadata") or {}
+    return ScoringSettings.from_metadata({s.name: metadata[s.name] for s in SETTINGS if s.name in metadata})
+
+
+def method_label(results: dict, method: str, tasks: list[str]) -> str:
+    """The method's label under the settings of ``tasks`` (" / "-joined where they differ)."""
+    labels = dict.fromkeys(label(method, task_settings(results, task)) for task in tasks)
+    return " / ".join(labels)
 
 
 def lowercase_off(results: dict, task: str) -> bool:
@@ -54,20 +58,21 @@ def method_table(results: dict, metrics: tuple[str, ...] = ("auc", "tpr@fpr<5%")
     no_lowercase = [task for task in tasks if lowercase_off(results, task)]
     methods = [
         m
-        for m in BASE_METHODS + ABLATION_METHODS
+        for m in METHOD_NAMES
         if any(f"{m}_auc,none" in results["results"][t] for t in tasks) or (m == "lowercase" and no_lowercase)
     ]
     header = ["method"] + [f"{task} {METRIC_LABELS[metric]}" for task in tasks for metric in metrics]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     missing = []
     for method in methods:
-        cells = [METHOD_LABELS.get(method, method)]
+        name = method_label(results, method, tasks)
+        cells = [name]
         for task in tasks:
             for metric in metrics:
                 value = results["results"][task].get(f"{method}_{metric},none")
                 cells.append("n/a" if value is None else f"{value:.3f}")
                 if value is None and not (method == "lowercase" and task in no_lowercase):
-                    missing.append(f"{METHOD_LABELS.get(method, method)} {METRIC_LABELS[metric]} of {task}")
+                    missing.append(f"{name} {METRIC_LABELS[metric]} of {task}")
         lines.append("| " + " | ".join(cells) + " |")
     notes = []
     for task in no_lowercase:
@@ -81,7 +86,11 @@ def method_table(results: dict, metrics: tuple[str, ...] = ("auc", "tpr@fpr<5%")
             notes.append(f"n/a: Lowercase was not scored for {task} (setting `lowercase: false`).")
     if missing:
         notes.append(f"n/a: not in the results: {', '.join(missing)}.")
-    sizes = ", ".join(f"{task}: {results['n-samples'][task]['effective']} texts" for task in tasks if task in results.get("n-samples", {}))
+    sizes = ", ".join(
+        f"{task}: {results['n-samples'][task]['effective']} texts"
+        for task in tasks
+        if task in results.get("n-samples", {})
+    )
     footer = "\n\n".join(notes + ([sizes] if sizes else []))
     return "\n".join(lines) + (f"\n\n{footer}" if footer else "")
 

@@ -6,7 +6,7 @@ page, words being what the ``jieba`` segmenter returns. Its reference code
 ``"".join(jieba.lcut(text)[:512])``. :func:`first_n_words` is that rule, usable for any Chinese
 benchmark of your own:
 
->>> from pdd_tasks.chinese import first_n_words
+>>> from pdd_tasks.loading.chinese import first_n_words
 >>> first_n_words("本发明公开了一种图像识别方法。", 3)
 '本发明公开了'
 
@@ -18,7 +18,7 @@ Conventions (those of the reference code):
   (jieba's tokens concatenate back to the input);
 - a text of n words or fewer is returned whole.
 
-The command ``python -m pdd_tasks.chinese --input pages.jsonl --output snippets.jsonl`` writes the
+The command ``python -m pdd_tasks.loading.chinese --input pages.jsonl --output snippets.jsonl`` writes the
 first 512 jieba words of every text of a JSONL file (other fields kept), ready for ``pdd_custom`` or
 as a PatentMIA-style local file.
 """
@@ -32,6 +32,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
 
 PAPER_WORDS = 512  # DC-PDD (Zhang et al. 2024), PatentMIA: the first 512 jieba words of each page
 
@@ -106,18 +107,24 @@ def snippets(text: str, n: int = PAPER_WORDS) -> list[str]:
 
 
 def add_snippet_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of the snippet command (``python -m pdd_tasks.chinese`` / ``lm-eval-pdd``)."""
-    parser.add_argument("--input", required=True, type=Path, metavar="FILE", help="JSONL (or .jsonl.gz), one object per line")
+    """Arguments of the snippet command (``python -m pdd_tasks.loading.chinese`` / ``lm-eval-pdd``)."""
+    parser.add_argument(
+        "--input", required=True, type=Path, metavar="FILE", help="JSONL (or .jsonl.gz), one object per line"
+    )
     parser.add_argument("--output", required=True, type=Path, metavar="FILE", help="JSONL to write")
     parser.add_argument("--text-field", default="text", help="field holding the text (default: text)")
     parser.add_argument(
-        "--words", type=int, default=PAPER_WORDS, metavar="N", help=f"jieba words to keep (default {PAPER_WORDS}, DC-PDD)"
+        "--words",
+        type=int,
+        default=PAPER_WORDS,
+        metavar="N",
+        help=f"jieba words to keep (default {PAPER_WORDS}, DC-PDD)",
     )
 
 
 def run_snippets(args: argparse.Namespace) -> int:
     """Write each record of ``args.input`` with its text cut to the first ``args.words`` jieba words."""
-    from pdd_tasks.data_loading import DatasetError, iter_jsonl_records
+    from pdd_tasks.loading.benchmark_data import DatasetError, iter_jsonl_records
 
     try:
         _check_n(args.words)
@@ -148,7 +155,7 @@ def run_snippets(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pdd_tasks.chinese",
+        prog="python -m pdd_tasks.loading.chinese",
         description="Cut the texts of a JSONL file to their first N jieba words (DC-PDD's PatentMIA snippets).",
     )
     add_snippet_arguments(parser)

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pdd_tasks.data_loading import iter_jsonl_records
+from pdd_tasks.loading.benchmark_data import iter_jsonl_records
+
 
 __all__ = [
     "FORMATS",
@@ -134,13 +135,10 @@ def _text_of(record: dict, text_field: str, where_label: str) -> str:
         text = _lookup(record, text_field)
     except KeyError:
         raise TableSourceError(
-            f"{where_label}: no field {text_field!r} (found {sorted(record)}); choose the text field "
-            f"with --text-field"
+            f"{where_label}: no field {text_field!r} (found {sorted(record)}); choose the text field with --text-field"
         ) from None
     if not isinstance(text, str):
-        raise TableSourceError(
-            f"{where_label}: field {text_field!r} is {type(text).__name__}, expected str"
-        )
+        raise TableSourceError(f"{where_label}: field {text_field!r} is {type(text).__name__}, expected str")
     return text
 
 
@@ -202,13 +200,11 @@ def local_sources(
         for pattern in expand_braces(str(raw)):
             path = Path(pattern)
             if path.is_dir():
-                found = [
-                    p
-                    for p in sorted(path.rglob("*"))
-                    if p.is_file() and not p.name.startswith(".") and _known(p)
-                ]
+                found = [p for p in sorted(path.rglob("*")) if p.is_file() and not p.name.startswith(".") and _known(p)]
                 if not found:
-                    raise TableSourceError(f"{path}: directory holds no corpus file ({', '.join(sorted(_SUFFIX_FORMATS))}, optionally .gz)")
+                    raise TableSourceError(
+                        f"{path}: directory holds no corpus file ({', '.join(sorted(_SUFFIX_FORMATS))}, optionally .gz)"
+                    )
                 paths.extend(found)
             elif path.is_file():
                 paths.append(path)
@@ -324,7 +320,11 @@ def hub_sources(
 
 def _offline_hint(source: Source, exc: BaseException) -> TableSourceError:
     hub = source.hub
-    offline = [name for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE") if os.environ.get(name, "").lower() in {"1", "true", "yes", "on"}]
+    offline = [
+        name
+        for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+        if os.environ.get(name, "").lower() in {"1", "true", "yes", "on"}
+    ]
     state = f"{' and '.join(offline)} set" if offline else "the Hub may be unreachable from this machine"
     files = hub.get("data_files") or "*"
     return TableSourceError(
@@ -371,8 +371,6 @@ def select_shard(sources: Sequence[Source], shard_index: int, num_shards: int) -
     """Shard ``shard_index`` of ``num_shards`` by file: the sources at positions ``shard_index,
     shard_index + num_shards, ...`` of the list sorted by name. The shards partition the list."""
     if num_shards <= 0 or not 0 <= shard_index < num_shards:
-        raise TableSourceError(
-            f"--shard-index {shard_index} --num-shards {num_shards}: expected 0 <= index < shards"
-        )
+        raise TableSourceError(f"--shard-index {shard_index} --num-shards {num_shards}: expected 0 <= index < shards")
     ordered = sorted(sources, key=lambda s: s.name)
     return ordered[shard_index::num_shards]

@@ -1,6 +1,6 @@
 """Resumable, shardable frequency-table builds (``lm-eval-pdd build-table``).
 
-A build counts the documents of a list of :class:`~pdd_tasks.table_sources.Source` units (sorted by
+A build counts the documents of a list of :class:`~pdd_tasks.freq.sources.Source` units (sorted by
 name) in **parts** of ``docs_per_part`` documents. Every finished part is written at once, atomically,
 as its own table in a work directory (default ``<output>.parts/``); a rerun of the same command skips
 the finished parts (re-reading, not re-tokenizing, their documents), so an interrupted build loses
@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from pdd_metrics.reference import DEFAULT_MAX_TOKENS_PER_DOC
-from pdd_tasks.freq_tables import (
+from pdd_tasks.freq.sources import Source, TableSourceError, select_shard
+from pdd_tasks.freq.tables import (
     BuildLimits,
     FrequencyTable,
     _progress_bar,
@@ -40,7 +41,7 @@ from pdd_tasks.freq_tables import (
     tokenizer_fingerprint,
     tokenizer_parallelism,
 )
-from pdd_tasks.table_sources import Source, TableSourceError, select_shard
+
 
 __all__ = ["BuildResumeError", "SHARD_BY", "build", "describe_sources"]
 
@@ -150,7 +151,11 @@ def build(
     output = Path(output) if output is not None else None
     temporary = work_dir is None and output is None
     if work_dir is None:
-        work_dir = Path(tempfile.mkdtemp(prefix="freq-table-parts-")) if temporary else output.with_name(output.name + ".parts")
+        work_dir = (
+            Path(tempfile.mkdtemp(prefix="freq-table-parts-"))
+            if temporary
+            else output.with_name(output.name + ".parts")
+        )
     work_dir = Path(work_dir)
     manifest = {
         "tokenizer_fingerprint": fingerprint,
@@ -165,7 +170,10 @@ def build(
     if not selected:
         logger.warning(
             "shard %d of %d by file selects none of the %d sources: writing an empty table "
-            "(use fewer shards or --shard-by document)", shard_index, num_shards, len(ordered)
+            "(use fewer shards or --shard-by document)",
+            shard_index,
+            num_shards,
+            len(ordered),
         )
     encode = batch_encoder(tokenizer)
     vocab_size = len(tokenizer)

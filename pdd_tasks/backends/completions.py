@@ -3,7 +3,7 @@
 lm-eval's ``LocalCompletionsAPI`` asks a ``/v1/completions`` server for a loglikelihood with
 ``echo: true, logprobs: 1, max_tokens: 1`` (the prompt sent as token ids), sums the echoed prompt
 log-probs and discards them. :func:`install_api_capture` teaches its ``loglikelihood`` to answer the
-pdd tasks' :class:`~pdd_tasks.capture.PerTokenRequest` s with a :class:`~pdd_tasks.capture.TokenScores`:
+pdd tasks' :class:`~pdd_tasks.backends.base.PerTokenRequest` s with a :class:`~pdd_tasks.backends.base.TokenScores`:
 
 * one request per text (batches of ``batch_size`` texts per HTTP request and ``num_concurrent``
   requests in flight, as the stock client sends them), the same payload with ``logprobs`` = k
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pdd_metrics.topk import approximate_mu_sigma
-from pdd_tasks.capture import (
+from pdd_tasks.backends.base import (
     ModelInfo,
     PerTokenRequest,
     TokenScores,
@@ -61,7 +61,7 @@ CONSISTENCY_TOLERANCE = 1e-3
 
 GOOD_SERVERS = (
     "vLLM (`vllm serve <model>`), llama.cpp's `llama-server`, or lm-eval-pdd's "
-    "`python -m pdd_tasks.gguf_server --model <file.gguf>`"
+    "`python -m pdd_tasks.tools.gguf_server --model <file.gguf>`"
 )
 
 
@@ -122,7 +122,10 @@ def _check_client(lm) -> None:
     from lm_eval.models.openai_completions import LocalCompletionsAPI
 
     cls = type(lm)
-    if cls._create_payload is not LocalCompletionsAPI._create_payload or cls.parse_logprobs is not LocalCompletionsAPI.parse_logprobs:
+    if (
+        cls._create_payload is not LocalCompletionsAPI._create_payload
+        or cls.parse_logprobs is not LocalCompletionsAPI.parse_logprobs
+    ):
         raise ServerCheckError(
             f"--model {_backend_name(lm)}: this client builds its own request format; lm-eval-pdd reads "
             f"per-token log-probs from OpenAI-format /v1/completions responses only (--model local-completions)."
@@ -146,7 +149,7 @@ def api_model_info(lm, k: int) -> ModelInfo:
     """Identity of the served model as the client knows it (its name, the local tokenizer)."""
     cache = lm.__dict__.setdefault("_pdd_model_info", {})
     if k not in cache:
-        from pdd_tasks.freq_tables import tokenizer_fingerprint
+        from pdd_tasks.freq.tables import tokenizer_fingerprint
 
         vocab_size = len(lm.tokenizer)
         try:  # the output layer may be padded beyond the tokenizer (Pythia: 50277 tokens, 50304 outputs)
@@ -230,13 +233,21 @@ def _prompt_logprobs(choice: dict, length: int) -> tuple[list, list, list | None
             f"server that echoes prompt log-probs: {GOOD_SERVERS}."
         )
     tops = logprobs.get("top_logprobs")
-    if not isinstance(tops, list) or len(tops) < length or any(not isinstance(t, dict) or not t for t in tops[1:length]):
+    if (
+        not isinstance(tops, list)
+        or len(tops) < length
+        or any(not isinstance(t, dict) or not t for t in tops[1:length])
+    ):
         raise ServerCheckError(
             "this server returns prompt log-probs but not the top-k alternatives (top_logprobs) at every prompt "
             "position, which Min-K%++ needs. Use a server that returns them with echo=true: " + GOOD_SERVERS + "."
         )
     tokens = logprobs.get("tokens")
-    return values[:length], tops[:length], tokens[:length] if isinstance(tokens, list) and len(tokens) >= length else None
+    return (
+        values[:length],
+        tops[:length],
+        tokens[:length] if isinstance(tokens, list) and len(tokens) >= length else None,
+    )
 
 
 def check_server(lm, k: int) -> ProbeReport:
@@ -294,7 +305,10 @@ def check_server(lm, k: int) -> ProbeReport:
     if report.alternatives_max < k:
         logger.warning(
             "%s returned at most %d alternatives per token although %d were asked for; Min-K%%++ is "
-            "approximated from those.", where, report.alternatives_max, k,
+            "approximated from those.",
+            where,
+            report.alternatives_max,
+            k,
         )
     logger.info("%s passed the prompt log-prob check: %s", where, report)
     return report
@@ -324,7 +338,11 @@ def _probe_values(response: dict, ids: list[int] | None, k: int, tokenizer=None)
         if tokenizer is None:
             raise ServerCheckError("it returns no token strings (logprobs.tokens) with its log-probs")
         tokens = [tokenizer.decode([t]) for t in ids]
-    bad = [i for i in range(1, length) if not isinstance(values[i], (int, float)) or not math.isfinite(values[i]) or values[i] > 1e-4]
+    bad = [
+        i
+        for i in range(1, length)
+        if not isinstance(values[i], (int, float)) or not math.isfinite(values[i]) or values[i] > 1e-4
+    ]
     if bad:
         raise ServerCheckError(
             f"it returns invalid prompt log-probs (position {bad[0]}: {values[bad[0]]!r}); expected a finite "
@@ -336,7 +354,9 @@ def _probe_values(response: dict, ids: list[int] | None, k: int, tokenizer=None)
     for i in range(1, length):
         own = tops[i].get(tokens[i])
         best = max(tops[i].values())
-        if (own is not None and abs(own - values[i]) > CONSISTENCY_TOLERANCE) or values[i] > best + CONSISTENCY_TOLERANCE:
+        if (own is not None and abs(own - values[i]) > CONSISTENCY_TOLERANCE) or values[
+            i
+        ] > best + CONSISTENCY_TOLERANCE:
             inconsistent.append(i)
     if inconsistent:
         i = inconsistent[0]
@@ -357,7 +377,9 @@ def _probe_values(response: dict, ids: list[int] | None, k: int, tokenizer=None)
     if aligned < 3:
         logger.warning(
             "Prompt log-prob check: the model's most likely alternative matched the probe text at only %d of %d "
-            "positions; alignment could not be confirmed (a weak model, or a faulty server).", aligned, length - 1,
+            "positions; alignment could not be confirmed (a weak model, or a faulty server).",
+            aligned,
+            length - 1,
         )
     sizes = [len(t) for t in tops[1:length]]
     return ProbeReport(length - 1, aligned, ahead, min(sizes), max(sizes))
@@ -375,7 +397,7 @@ def token_scores_from_choice(
     token_logprobs = np.asarray(scored, dtype=np.float64)
     alternatives = [np.fromiter(t.values(), dtype=np.float64, count=len(t)) for t in tops[context_length:]]
     mu, sigma = approximate_mu_sigma(alternatives, token_logprobs, info.vocab_size)
-    is_greedy = all(v >= alt.max() - 1e-6 for v, alt in zip(token_logprobs, alternatives))
+    is_greedy = all(v >= alt.max() - 1e-6 for v, alt in zip(token_logprobs, alternatives, strict=True))
     return TokenScores(
         token_logprobs.sum(), is_greedy, prompt[context_length:], token_logprobs, mu, sigma, info, truncated
     )
@@ -399,16 +421,20 @@ def score_per_token_api(lm, requests: list[PerTokenRequest], disable_tqdm: bool 
         encoded = [(i, requests[i].args, *_encode(lm, requests[i])) for i in group]
         cut = sum(1 for *_, c in encoded if c)
         if cut:
-            logger.warning("%d text(s) were longer than max_length and were truncated, as asked with truncate=true.", cut)
+            logger.warning(
+                "%d text(s) were longer than max_length and were truncated, as asked with truncate=true.", cut
+            )
         re_ord = Collator(encoded, sort_fn=lambda req: (-len(req[2] + req[3]), tuple(req[2] + req[3])))
         batches = list(re_ord.get_batched(n=lm._batch_size))
         pbar = tqdm(total=len(encoded), disable=disable_tqdm, desc="Scoring texts (per-token log-probs, API)")
 
-        def answer(batch):
+        def answer(batch, k=k, info=info, pbar=pbar):
             prompts = [ctx + cont for _, _, ctx, cont, _ in batch]
             response = _post(lm, _payload(lm, prompts, k))
             out = []
-            for (index, args, ctx, cont, c), prompt, choice in zip(batch, prompts, _choices(response, len(batch)), strict=True):
+            for (index, args, ctx, _cont, c), prompt, choice in zip(
+                batch, prompts, _choices(response, len(batch)), strict=True
+            ):
                 scores = token_scores_from_choice(choice, prompt, len(ctx), info, c)
                 lm.cache_hook.add_partial("loglikelihood", args, scores)
                 out.append((index, scores))

@@ -34,6 +34,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+
 __all__ = [
     "DEFAULT_MODEL_NAME",
     "DefaultModelError",
@@ -128,9 +129,7 @@ def _sha256(path: Path) -> str:
 def _set_start_token(tokenizer: Any, model: Any) -> None:
     """Make ``<|endoftext|>`` (id 0) the BOS everywhere; encode adds no special tokens."""
     if tokenizer.convert_tokens_to_ids(START_TOKEN) != START_TOKEN_ID:
-        raise DefaultModelError(
-            f"unexpected vocabulary: {START_TOKEN!r} is not id {START_TOKEN_ID} in this GGUF"
-        )
+        raise DefaultModelError(f"unexpected vocabulary: {START_TOKEN!r} is not id {START_TOKEN_ID} in this GGUF")
     tokenizer.bos_token = START_TOKEN
     for attr in ("add_bos_token", "add_eos_token"):
         if hasattr(tokenizer, attr):
@@ -186,9 +185,7 @@ def _verify(tmp: Path, model: Any) -> dict[str, Any]:
         after = reloaded(ids).logits
     if not torch.equal(before, after):
         diff = (before - after).abs().max().item()
-        raise DefaultModelError(
-            f"saved weights differ from the dequantized GGUF (max |dlogit| {diff})"
-        )
+        raise DefaultModelError(f"saved weights differ from the dequantized GGUF (max |dlogit| {diff})")
     return {"reload_seconds": round(reload_seconds, 3)}
 
 
@@ -200,9 +197,7 @@ def _convert(gguf: Path, tmp: Path) -> dict[str, Any]:
     start = time.perf_counter()
     logger.info("converting %s (GGUF, dequantized to float32) into %s", gguf, tmp)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(
-        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
-    )
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     model.eval()
     _set_start_token(tokenizer, model)
     _strip_gguf_quantization(model)
@@ -239,7 +234,7 @@ def _write_provenance(tmp: Path, gguf: Path, info: dict[str, Any]) -> None:
     }
     (tmp / "README.md").write_text(
         f"# {DEFAULT_MODEL_NAME} (lm-eval-pdd default model)\n\n"
-        "Converted by `lm-eval-pdd default-model` (pdd_tasks/default_model.py) from the GGUF\n"
+        "Converted by `lm-eval-pdd default-model` (pdd_tasks/tools/default_model.py) from the GGUF\n"
         f"file `{GGUF_FILE}` of the PyPI package `{GGUF_PACKAGE}=={version}`\n"
         f"(sha256 `{sha}`), loaded with transformers {info['transformers_version']}\n"
         f"(`from_pretrained(dir, gguf_file=...)`, Q4_1 dequantized to float32) and saved as\n"

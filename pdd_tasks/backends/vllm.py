@@ -3,8 +3,8 @@
 The stock backend (``lm_eval/models/vllm_causallms.py``, class ``VLLM``) sends every loglikelihood
 request as one prompt with ``SamplingParams(prompt_logprobs=1)`` and sums the returned log-probs
 (``VLLM._parse_logprobs``). :func:`install_vllm_capture` teaches ``VLLM.loglikelihood`` to answer
-the pdd tasks' :class:`~pdd_tasks.capture.PerTokenRequest` s with a
-:class:`~pdd_tasks.capture.TokenScores` instead:
+the pdd tasks' :class:`~pdd_tasks.backends.base.PerTokenRequest` s with a
+:class:`~pdd_tasks.backends.base.TokenScores` instead:
 
 * one prompt per text: the start token + the text's tokens, exactly as stock
   ``TemplateLM.loglikelihood`` builds them for an empty context, sent through the backend's own
@@ -46,7 +46,7 @@ import numpy as np
 from tqdm import tqdm
 
 from pdd_metrics import approximate_mu_sigma
-from pdd_tasks.capture import (
+from pdd_tasks.backends.base import (
     ModelInfo,
     PerTokenRequest,
     TokenScores,
@@ -180,7 +180,7 @@ def vllm_model_info(lm, wanted: LogprobRequest) -> ModelInfo:
     """Identity of a VLLM model and tokenizer, one object per log-prob mode."""
     cache = lm.__dict__.setdefault("_pdd_model_info", {})
     if wanted not in cache:
-        from pdd_tasks.freq_tables import tokenizer_fingerprint
+        from pdd_tasks.freq.tables import tokenizer_fingerprint
 
         model_args = getattr(lm, "model_args", {}) or {}
         cache[wanted] = ModelInfo(
@@ -251,9 +251,7 @@ def parse_prompt_logprobs(prompt_token_ids, prompt_logprobs, start: int) -> Pars
     """
     prompt = list(prompt_token_ids)
     if prompt_logprobs is None:
-        raise ValueError(
-            "vLLM returned no prompt_logprobs; the request must set SamplingParams(prompt_logprobs=k)."
-        )
+        raise ValueError("vLLM returned no prompt_logprobs; the request must set SamplingParams(prompt_logprobs=k).")
     if len(prompt_logprobs) != len(prompt):
         raise ValueError(
             f"vLLM returned prompt_logprobs for {len(prompt_logprobs)} positions for a prompt of "
@@ -297,7 +295,9 @@ def parse_prompt_logprobs(prompt_token_ids, prompt_logprobs, start: int) -> Pars
     )
 
 
-def mu_sigma_from_listed(parsed: ParsedPrompt, vocab_size: int, wanted: LogprobRequest) -> tuple[np.ndarray, np.ndarray]:
+def mu_sigma_from_listed(
+    parsed: ParsedPrompt, vocab_size: int, wanted: LogprobRequest
+) -> tuple[np.ndarray, np.ndarray]:
     """Min-K%++'s mu/sigma per scored token: exact when vLLM listed the whole vocabulary, else the
     top-k estimate of :func:`pdd_metrics.approximate_mu_sigma` (x_i is among the listed values)."""
     if wanted.exact:
@@ -351,7 +351,11 @@ def score_per_token_vllm(
     for index, request in enumerate(requests):
         groups.setdefault(LogprobRequest.of(request), []).append(index)
     results: list[TokenScores | None] = [None] * len(requests)
-    pbar = tqdm(total=len(requests), disable=disable_tqdm or getattr(lm, "rank", 0) != 0, desc="Scoring texts (vLLM prompt log-probs)")
+    pbar = tqdm(
+        total=len(requests),
+        disable=disable_tqdm or getattr(lm, "rank", 0) != 0,
+        desc="Scoring texts (vLLM prompt log-probs)",
+    )
     for wanted, indices in groups.items():
         check_logprob_limit(lm, wanted, vocab_size)
         info = vllm_model_info(lm, wanted)
@@ -367,7 +371,9 @@ def score_per_token_vllm(
             )
         encoded.sort(key=lambda item: (-len(item[1]), tuple(item[1])))
         for batch in _batches(encoded, lm, wanted, vocab_size):
-            outputs = lm._model_generate(requests=[prompt for _, prompt, _, _ in batch], generate=True, sampling_params=params)
+            outputs = lm._model_generate(
+                requests=[prompt for _, prompt, _, _ in batch], generate=True, sampling_params=params
+            )
             for (index, prompt, start, cut), output in zip(batch, outputs, strict=True):
                 parsed = parse_prompt_logprobs(output.prompt_token_ids or prompt, output.prompt_logprobs, start)
                 if list(parsed.token_ids) != prompt[start:]:

@@ -4,7 +4,7 @@
     lm-eval-pdd default-model [--path DIR]      # convert/locate the default model, print its dir
     lm-eval-pdd build-table --tokenizer NAME_OR_PATH --input FILE... --output TABLE.npz [--install]
     lm-eval-pdd merge-tables | estimate-table | inspect-table | install-table | list-tables
-                                                # frequency tables, see pdd_tasks/table_cli.py
+                                                # frequency tables, see pdd_tasks/tools/table_cli.py
 
 Commands that print a path print only that path on stdout (everything else goes to stderr), so
 ``--include_path $(lm-eval-pdd tasks-path)`` and ``pretrained=$(lm-eval-pdd default-model)`` work.
@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from pdd_tasks import table_cli
+from pdd_tasks.tools import table_cli
+
 
 __all__ = ["Command", "main"]
 
@@ -81,7 +82,7 @@ def _add_default_model(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_default_model(args: argparse.Namespace) -> int:
-    from pdd_tasks.default_model import DefaultModelError, ensure_default_model
+    from pdd_tasks.tools.default_model import DefaultModelError, ensure_default_model
 
     try:
         with contextlib.redirect_stdout(sys.stderr):
@@ -95,7 +96,7 @@ def _run_default_model(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- table commands
 # build-table, merge-tables, estimate-table, inspect-table, install-table, list-tables: see
-# pdd_tasks/table_cli.py.
+# pdd_tasks/tools/table_cli.py.
 
 
 # ------------------------------------------------------------------------------------ table
@@ -106,7 +107,7 @@ def _add_table(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_table(args: argparse.Namespace) -> int:
-    from pdd_tasks.report import print_method_table
+    from pdd_tasks.tools.report import print_method_table
 
     print(print_method_table(args.results))
     return 0
@@ -138,9 +139,15 @@ def _add_make_controlled(parser: argparse.ArgumentParser) -> None:
         help="'hub' (the non-members of wjfu99/WikiMIA-24), a directory holding WikiMIA_length<N>.jsonl "
         "(its non-members are used), or a .jsonl/.csv file of your own texts",
     )
-    parser.add_argument("--text-field", default="input", help="text field of the pool rows (default 'input', WikiMIA's)")
-    parser.add_argument("--pool-length", type=int, default=64, choices=(32, 64, 128, 256), help="WikiMIA-24 split (default 64)")
-    parser.add_argument("--limit", type=_positive_int, default=None, help="use only the first N pool texts (quick runs)")
+    parser.add_argument(
+        "--text-field", default="input", help="text field of the pool rows (default 'input', WikiMIA's)"
+    )
+    parser.add_argument(
+        "--pool-length", type=int, default=64, choices=(32, 64, 128, 256), help="WikiMIA-24 split (default 64)"
+    )
+    parser.add_argument(
+        "--limit", type=_positive_int, default=None, help="use only the first N pool texts (quick runs)"
+    )
     parser.add_argument("--seed", type=int, default=None, help="draws the member half and the batch order (default 0)")
     parser.add_argument("--learning-rate", type=float, default=None, help="AdamW, constant (default 1e-4)")
     parser.add_argument("--batch-size", type=_positive_int, default=None, help="texts per step (default 8)")
@@ -149,13 +156,13 @@ def _add_make_controlled(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_zh_snippets(parser: argparse.ArgumentParser) -> None:
-    from pdd_tasks.chinese import add_snippet_arguments
+    from pdd_tasks.loading.chinese import add_snippet_arguments
 
     add_snippet_arguments(parser)
 
 
 def _run_zh_snippets(args: argparse.Namespace) -> int:
-    from pdd_tasks.chinese import run_snippets
+    from pdd_tasks.loading.chinese import run_snippets
 
     return run_snippets(args)
 
@@ -216,7 +223,7 @@ _COMMANDS: dict[str, Command] = {
     "decisions": Command(
         "per-text member/non-member decisions of an unlabelled pdd_custom run (thresholds from its reference texts)",
         _add_decisions,
-        lambda args: _lazy("pdd_tasks.decisions").run(args),
+        lambda args: _lazy("pdd_tasks.tools.decisions").run(args),
     ),
     "zh-snippets": Command(
         "cut each text of a JSONL file to its first N jieba words (DC-PDD's 512-word PatentMIA snippets)",
@@ -226,7 +233,7 @@ _COMMANDS: dict[str, Command] = {
     "make-controlled": Command(
         "fine-tune a model on a random half of a text pool: the pdd_controlled benchmark (known membership)",
         _add_make_controlled,
-        lambda args: _lazy("pdd_tasks.controlled").run(args),
+        lambda args: _lazy("pdd_tasks.tools.make_controlled").run(args),
     ),
 }
 

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 import datasets
 
-from pdd_tasks import aggregations
-from pdd_tasks.data_loading import DatasetError, normalise_rows, read_local_rows
-from pdd_tasks.task import MembershipInferenceTask
+from pdd_tasks.loading.benchmark_data import DatasetError, normalise_rows, read_local_rows
+from pdd_tasks.tasks import aggregations
+from pdd_tasks.tasks.base import MembershipInferenceTask
 
 
 logger = logging.getLogger(__name__)
@@ -59,10 +59,12 @@ def check_texts(rows: list[dict], source: str, text_field: str) -> list[str]:
         if text_field not in row:
             raise DatasetError(
                 f"{source}, row {index}: no field {text_field!r} (fields: {sorted(row)}). "
-                f"Name the text field with --metadata '{{\"text_field\": \"...\"}}'."
+                f'Name the text field with --metadata \'{{"text_field": "..."}}\'.'
             )
         if not isinstance(text, str) or not text.strip():
-            raise DatasetError(f"{source}, row {index}: the text is empty; an empty text cannot be scored. Remove the row.")
+            raise DatasetError(
+                f"{source}, row {index}: the text is empty; an empty text cannot be scored. Remove the row."
+            )
         texts.append(text)
     return texts
 
@@ -79,7 +81,7 @@ def read_custom_data(metadata: dict) -> CustomData:
     path = metadata.get("data_files")
     if not path:
         raise ValueError(
-            "pdd_custom needs a data file: --metadata '{\"data_files\": \"texts.jsonl\"}' (JSONL or CSV with a "
+            'pdd_custom needs a data file: --metadata \'{"data_files": "texts.jsonl"}\' (JSONL or CSV with a '
             "text field and, for labelled data, a 0/1 label field; 1 = member)."
         )
     text_field = metadata.get("text_field", "text")
@@ -104,14 +106,16 @@ def read_custom_data(metadata: dict) -> CustomData:
         logger.warning(
             "pdd_custom: %s has no labels and no reference_files were given: per-text scores only "
             "(in --log_samples), no decisions. A score's scale depends on model, method and text; to "
-            "decide, add --metadata '{\"reference_files\": \"<known non-members of the same kind>\"}'.",
+            'decide, add --metadata \'{"reference_files": "<known non-members of the same kind>"}\'.',
             path,
         )
     elif len(reference) < math.ceil(1 / target_fpr):
         logger.warning(
             "pdd_custom: %d reference texts are too few for target_fpr=%s: the threshold is the highest "
             "reference score (FPR 0 on the reference set). Give at least %d known non-members.",
-            len(reference), target_fpr, math.ceil(1 / target_fpr),
+            len(reference),
+            target_fpr,
+            math.ceil(1 / target_fpr),
         )
     dataset = datasets.Dataset.from_dict(
         {

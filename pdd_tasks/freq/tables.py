@@ -12,7 +12,7 @@ JSON object with the other fields). Loading never unpickles (``allow_pickle=Fals
 meta fields ``counts_from`` (``"corpus"``, ``"estimate"`` or ``"uniform"``) and ``text_bytes`` were
 added later; a file without them reads as ``"corpus"`` / unknown, and older readers ignore them.
 
-Build one with ``lm-eval-pdd build-table`` (see ``pdd_tasks/cli.py``, :mod:`pdd_tasks.table_build`)
+Build one with ``lm-eval-pdd build-table`` (see ``pdd_tasks/tools/cli.py``, :mod:`pdd_tasks.freq.build`)
 or :func:`build_table`; add tables of corpus shards with :func:`merge_tables`. Tables are found
 without a path through a cache keyed by the tokenizer fingerprint (:func:`find_table`), with the
 shipped table as the fallback.
@@ -45,7 +45,8 @@ from pdd_metrics.reference import (
     count_token_ids,
     log_reference_frequencies,
 )
-from pdd_tasks.data_loading import iter_jsonl_records
+from pdd_tasks.loading.benchmark_data import iter_jsonl_records
+
 
 __all__ = [
     "COUNTS_FROM",
@@ -149,7 +150,7 @@ class FrequencyTable:
         On-disk format version (:data:`FORMAT_VERSION`).
     counts_from : str
         ``"corpus"`` (counted), ``"estimate"`` (estimated without a corpus, e.g. from a
-        word-frequency list; :mod:`pdd_tasks.table_estimates`) or ``"uniform"`` (all counts equal).
+        word-frequency list; :mod:`pdd_tasks.freq.estimates`) or ``"uniform"`` (all counts equal).
     text_bytes : int or None
         UTF-8 bytes of the counted documents' text, where known.
     """
@@ -180,9 +181,7 @@ class FrequencyTable:
         if counts.size and counts.min() < 0:
             raise ValueError("counts must be non-negative")
         if int(counts.sum()) != self.total_tokens:
-            raise ValueError(
-                f"total_tokens={self.total_tokens} but counts sum to {int(counts.sum())}"
-            )
+            raise ValueError(f"total_tokens={self.total_tokens} but counts sum to {int(counts.sum())}")
         if self.format_version != FORMAT_VERSION:
             raise ValueError(
                 f"format_version {self.format_version} is not supported (this version of "
@@ -355,9 +354,7 @@ def iter_jsonl_texts(path: str | os.PathLike, text_field: str = "text") -> Itera
             )
         text = record[text_field]
         if not isinstance(text, str):
-            raise ValueError(
-                f"{path}:{lineno}: field {text_field!r} is {type(text).__name__}, expected str"
-            )
+            raise ValueError(f"{path}:{lineno}: field {text_field!r} is {type(text).__name__}, expected str")
         yield text
 
 
@@ -600,7 +597,7 @@ def build_table(
     special-token strings written literally in the text are matched as the tokenizer always does).
     The first ``max_tokens_per_doc`` tokens of each document are counted (DC-PDD reference code:
     1024; None = all). For sharded, resumable builds from files or the HF Hub see
-    :func:`pdd_tasks.table_build.build`.
+    :func:`pdd_tasks.freq.build.build`.
 
     Parameters
     ----------
@@ -708,7 +705,7 @@ def merge_tables(tables: Sequence[FrequencyTable], corpus: str | None = None) ->
 def table_cache_dir() -> Path:
     """Directory of installed tables: ``$LM_EVAL_PDD_HOME/freq_tables`` if ``LM_EVAL_PDD_HOME`` is
     set, else ``${XDG_CACHE_HOME:-~/.cache}/lm_eval_pdd/freq_tables`` (the default model's
-    convention, :func:`pdd_tasks.default_model.default_model_dir`)."""
+    convention, :func:`pdd_tasks.tools.default_model.default_model_dir`)."""
     home = os.environ.get("LM_EVAL_PDD_HOME")
     if home:
         return Path(home).expanduser() / "freq_tables"
@@ -737,9 +734,7 @@ def install_table(source: str | os.PathLike | FrequencyTable, force: bool = Fals
             current = FrequencyTable.load(target)
         except FrequencyTableError:
             current = None
-        if current is not None and not (
-            current.meta == table.meta and np.array_equal(current.counts, table.counts)
-        ):
+        if current is not None and not (current.meta == table.meta and np.array_equal(current.counts, table.counts)):
             raise FileExistsError(
                 f"a table is already installed for this tokenizer at {target} ({current.description}); "
                 f"pass --force (force=True) to replace it with {table.description}"

@@ -6,106 +6,29 @@ TPR at 5% and 1% FPR. Per-text scores are in ``--log_samples`` (each metric's va
 ``[score, label]``; higher score = more likely a member).
 
 Method settings are task metadata; a user overrides them from the command line, e.g.
-``--metadata '{"dcpdd_a": 10, "freq_table": "my_table.npz"}'``. See :class:`ScoringSettings`.
+``--metadata '{"dcpdd_a": 10, "freq_table": "my_table.npz"}'``. The settings and methods are declared in :mod:`pdd_tasks.registry`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from lm_eval.api.task import ConfigurableTask
 
-from pdd_metrics import (
-    dcpdd_score,
-    loss_score,
-    lowercase_score,
-    min_k_plus_plus_score,
-    min_k_score,
-    zlib_score,
-)
-from pdd_tasks import aggregations
-from pdd_tasks.capture import ModelInfo, PerTokenRequest, TokenScores, install_hf_capture
-from pdd_tasks.capture_api import install_api_capture
-from pdd_tasks.capture_vllm import install_vllm_capture
-from pdd_tasks.data_loading import DataSpec, load_benchmark
-from pdd_tasks.freq_tables import FrequencyTable, find_table, tokenizer_fingerprint
+from pdd_tasks.backends.base import ModelInfo, PerTokenRequest, TokenScores
+from pdd_tasks.backends.completions import install_api_capture
+from pdd_tasks.backends.hf import install_hf_capture
+from pdd_tasks.backends.vllm import install_vllm_capture
+from pdd_tasks.freq.tables import FrequencyTable, find_table, tokenizer_fingerprint
+from pdd_tasks.loading.benchmark_data import DataSpec, load_benchmark
+from pdd_tasks.registry import ScoringSettings, TextInputs, extra_texts, needs, score_text
+from pdd_tasks.tasks import aggregations
 
 
 logger = logging.getLogger(__name__)
-
-BASE_METHODS = ("loss", "zlib", "lowercase", "min_k", "min_k_pp", "dcpdd")
-ABLATION_METHODS = ("dcpdd_cld", "dcpdd_lup")  # DC-PDD paper's ablations (Sec. 5); dcpdd itself is +SFO
-
-
-@dataclass(frozen=True)
-class ScoringSettings:
-    """Method hyperparameters, read from the task's metadata (YAML or ``--metadata``).
-
-    Attributes:
-        min_k: k of Min-K% Prob (fraction of lowest-scoring tokens; Shi et al. 2024 use 0.2).
-        min_k_pp: k of Min-K%++ (Zhang et al. 2025 use 0.2).
-        dcpdd_a: the cap a of DC-PDD Eq. 7 (paper's recommendation 0.01; 10 in its BookMIA table).
-        dcpdd_ablations: also report the paper's ablations CLD and +LUP.
-        lowercase: score the lowercased text too (one more forward pass per text) for Lowercase.
-        freq_table: path of a DC-PDD reference frequency table; default: the table shipped for
-            the default model's tokenizer (refused for any other tokenizer).
-        truncate: allow texts longer than the model's context window, keeping their beginning
-            (without it, such a text is an error).
-        topk_logprobs: how many top alternatives per token to ask for from backends that return
-            only the top k (``local-completions``; Min-K%++'s mu/sigma are then approximated from
-            them); 20 is vLLM's default limit (``--max-logprobs``), OpenAI's API allows at most 5.
-        exact_mu_sigma: ``--model vllm`` only: ask vLLM for the full next-token distribution
-            (``prompt_logprobs=-1``, |V| values per token; needs ``max_logprobs=-1`` in
-            ``--model_args``) so that Min-K%++'s mu/sigma are exact instead of top-k estimates.
-    """
-
-    min_k: float = 0.2
-    min_k_pp: float = 0.2
-    dcpdd_a: float = 0.01
-    dcpdd_ablations: bool = False
-    lowercase: bool = True
-    freq_table: str | None = None
-    truncate: bool = False
-    topk_logprobs: int = 20
-    exact_mu_sigma: bool = False
-
-    @classmethod
-    def from_metadata(cls, metadata: dict) -> ScoringSettings:
-        values = {}
-        for field in dataclasses.fields(cls):
-            if field.name not in metadata:
-                continue
-            value = metadata[field.name]
-            if field.name in ("min_k", "min_k_pp"):
-                if not isinstance(value, (int, float)) or not 0 < value <= 1:
-                    raise ValueError(f"metadata {field.name}={value!r}: expected a fraction in (0, 1], e.g. 0.2.")
-                value = float(value)
-            elif field.name == "dcpdd_a":
-                if not isinstance(value, (int, float)) or value <= 0:
-                    raise ValueError(f"metadata dcpdd_a={value!r}: expected a positive number (paper: 0.01 or 10).")
-                value = float(value)
-            elif field.name == "freq_table":
-                value = None if value in (None, "") else str(value)
-            elif field.name == "topk_logprobs":
-                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                    raise ValueError(
-                        f"metadata topk_logprobs={value!r}: expected a whole number >= 1, e.g. 20 "
-                        f"(at most what the server allows: vLLM 20 by default, OpenAI 5)."
-                    )
-            elif not isinstance(value, bool):
-                raise ValueError(f"metadata {field.name}={value!r}: expected true or false.")
-            values[field.name] = value
-        return cls(**values)
-
-    @property
-    def methods(self) -> tuple[str, ...]:
-        methods = tuple(m for m in BASE_METHODS if self.lowercase or m != "lowercase")
-        return methods + (ABLATION_METHODS if self.dcpdd_ablations else ())
 
 
 def metric_list(methods: tuple[str, ...]) -> list[dict]:
@@ -115,33 +38,6 @@ def metric_list(methods: tuple[str, ...]) -> list[dict]:
         for method in methods
         for name, aggregate in aggregations.AGGREGATIONS.items()
     ]
-
-
-def score_text(
-    text: str,
-    scores: TokenScores,
-    lowercase_scores: TokenScores | None,
-    log_reference_freq: np.ndarray,
-    settings: ScoringSettings,
-) -> dict[str, float]:
-    """Every method's score of one text (higher = more likely a member)."""
-    result = {
-        "loss": loss_score(scores.logprobs),
-        "zlib": zlib_score(scores.logprobs, text),
-        "min_k": min_k_score(scores.logprobs, k=settings.min_k),
-        "min_k_pp": min_k_plus_plus_score(scores.logprobs, scores.mu, scores.sigma, k=settings.min_k_pp),
-        "dcpdd": dcpdd_score(scores.logprobs, scores.token_ids, log_reference_freq, a=settings.dcpdd_a),
-    }
-    if lowercase_scores is not None:
-        result["lowercase"] = lowercase_score(scores.logprobs, lowercase_scores.logprobs)
-    if settings.dcpdd_ablations:
-        result["dcpdd_cld"] = dcpdd_score(
-            scores.logprobs, scores.token_ids, log_reference_freq, a=None, first_occurrence_only=False
-        )
-        result["dcpdd_lup"] = dcpdd_score(
-            scores.logprobs, scores.token_ids, log_reference_freq, a=settings.dcpdd_a, first_occurrence_only=False
-        )
-    return result
 
 
 @functools.lru_cache(maxsize=8)
@@ -165,7 +61,7 @@ class MembershipInferenceTask(ConfigurableTask):
 
     YAML keys used besides the usual ones: ``dataset_path`` (HF Hub id, the documented source),
     ``dataset_name`` (Hub config), ``test_split``, and the data metadata of
-    :class:`pdd_tasks.data_loading.DataSpec` (``data_source``: ``hub``, ``package`` or a local file
+    :class:`pdd_tasks.loading.benchmark_data.DataSpec` (``data_source``: ``hub``, ``package`` or a local file
     or directory; ``text_field``, ``label_field``, ``schema``, ``max_words``, ...).
     """
 
@@ -195,7 +91,7 @@ class MembershipInferenceTask(ConfigurableTask):
     def download(self, dataset_kwargs=None, **kwargs) -> None:
         """Load the split from where metadata ``data_source`` says (``hub`` by default, ``package``
         for WikiMIA's shipped copy, or a local file or directory); see
-        :class:`pdd_tasks.data_loading.DataSpec`."""
+        :class:`pdd_tasks.loading.benchmark_data.DataSpec`."""
         split = load_benchmark(DataSpec.from_task_config(self.config))
         self.dataset = {self.config.test_split: split}
 
@@ -209,9 +105,7 @@ class MembershipInferenceTask(ConfigurableTask):
                 self.config.task,
             )
             self._warned_context = True
-        texts = [doc["text"]]
-        if self.settings.lowercase:
-            texts.append(doc["text"].lower())
+        texts = [doc["text"]] + [text for _, text in extra_texts(doc["text"], self.settings)]
         return [
             PerTokenRequest(
                 request_type="loglikelihood",
@@ -246,12 +140,25 @@ class MembershipInferenceTask(ConfigurableTask):
         }
 
     def score_results(self, doc: dict, results: list) -> dict[str, float]:
-        """Every method's score of ``doc["text"]`` from the backend's answers to its requests."""
-        self.record_scoring_backend(results[0].model)
-        log_freq = self.reference_log_frequencies(results[0].model)
-        return score_text(
-            doc["text"], results[0], results[1] if self.settings.lowercase else None, log_freq, self.settings
+        """Every method's score of ``doc["text"]`` from the backend's answers to its requests
+        (the text first, then the extra texts of :func:`pdd_tasks.registry.extra_texts`)."""
+        scores = results[0]
+        self.record_scoring_backend(scores.model)
+        extra: dict[str, list[np.ndarray]] = {}
+        for (method, _), answer in zip(extra_texts(doc["text"], self.settings), results[1:], strict=True):
+            extra.setdefault(method, []).append(answer.logprobs)
+        inputs = TextInputs(
+            text=doc["text"],
+            logprobs=scores.logprobs,
+            token_ids=scores.token_ids,
+            mu=scores.mu,
+            sigma=scores.sigma,
+            log_reference_freq=(
+                self.reference_log_frequencies(scores.model) if needs(self.settings, "reference_frequencies") else None
+            ),
+            extra_logprobs=extra,
         )
+        return score_text(inputs, self.settings)
 
     def record_scoring_backend(self, model: ModelInfo) -> None:
         """Record in the results JSON (``configs.<task>.metadata.token_scores``) which backend gave
@@ -267,7 +174,7 @@ class MembershipInferenceTask(ConfigurableTask):
     def freq_table_path(self, fingerprint: str | None = None) -> Path:
         """The DC-PDD reference table: metadata ``freq_table`` if given, else the table installed for
         this tokenizer fingerprint (``lm-eval-pdd install-table``, ``build-table --install``), else
-        the shipped default (:func:`pdd_tasks.freq_tables.find_table`)."""
+        the shipped default (:func:`pdd_tasks.freq.tables.find_table`)."""
         if self.settings.freq_table:
             return Path(self.settings.freq_table)
         return find_table(fingerprint)[0]

@@ -88,7 +88,9 @@ def read_local_rows(path: str | Path, zip_member: Sequence[str] = ()) -> list[di
     """
     path = Path(path).expanduser()
     if not path.is_file():
-        raise DatasetError(f"Data file not found: {path}. Give the path of a .jsonl, .json, .csv, .parquet or .zip file.")
+        raise DatasetError(
+            f"Data file not found: {path}. Give the path of a .jsonl, .json, .csv, .parquet or .zip file."
+        )
     name = path.name.lower()
     if name.endswith(".zip"):
         return _read_zip_rows(path, zip_member)
@@ -144,16 +146,18 @@ def normalise_rows(rows: list[dict], source: str, text_field: str, label_field: 
         if text_field not in row:
             raise DatasetError(
                 f"{source}, row {index}: no field {text_field!r} (fields: {sorted(row)}). "
-                f"Name the text field with --metadata '{{\"text_field\": \"...\"}}'."
+                f'Name the text field with --metadata \'{{"text_field": "..."}}\'.'
             )
         text = row[text_field]
         if not isinstance(text, str) or not text.strip():
-            raise DatasetError(f"{source}, row {index}: the text is empty; an empty text cannot be scored. Remove the row.")
+            raise DatasetError(
+                f"{source}, row {index}: the text is empty; an empty text cannot be scored. Remove the row."
+            )
         label = row.get(label_field)
         if label is None:
             raise DatasetError(
                 f"{source}, row {index}: no label (field {label_field!r}). Every row needs label 1 "
-                f"(member) or 0 (non-member); name the label field with --metadata '{{\"label_field\": \"...\"}}'."
+                f'(member) or 0 (non-member); name the label field with --metadata \'{{"label_field": "..."}}\'.'
             )
         if isinstance(label, bool) or label not in (0, 1):
             raise DatasetError(f"{source}, row {index}: label {label!r}; expected 1 (member) or 0 (non-member).")
@@ -206,7 +210,7 @@ class DataSpec:
         member_field, nonmember_field: field names for ``member_nonmember``.
         max_words: keep the first ``max_words`` words of each text (None: keep whole texts).
         word_unit: ``whitespace`` (English: whitespace-separated words, the original spacing kept)
-            or ``jieba`` (Chinese: :func:`pdd_tasks.chinese.first_n_words`).
+            or ``jieba`` (Chinese: :func:`pdd_tasks.loading.chinese.first_n_words`).
         source_url: where to get the data when it is not on the Hub.
         hub_note: added to the message when the Hub cannot be reached (e.g. "gated: accept ...").
     """
@@ -241,7 +245,9 @@ class DataSpec:
         local = [local] if isinstance(local, str) else list(local)
         hub_files = metadata.get("hub_files") or {}
         if not isinstance(hub_files, dict) or not set(hub_files) <= {"member", "nonmember"}:
-            raise ValueError(f"{task}: metadata hub_files={hub_files!r}: expected {{'member': path, 'nonmember': path}}.")
+            raise ValueError(
+                f"{task}: metadata hub_files={hub_files!r}: expected {{'member': path, 'nonmember': path}}."
+            )
         schema = metadata.get("schema", "text_label")
         if schema not in SCHEMAS:
             raise ValueError(f"{task}: metadata schema={schema!r}: expected one of {', '.join(SCHEMAS)}.")
@@ -250,7 +256,9 @@ class DataSpec:
             raise ValueError(f"{task}: metadata word_unit={word_unit!r}: expected one of {', '.join(WORD_UNITS)}.")
         max_words = metadata.get("max_words")
         if max_words is not None and (isinstance(max_words, bool) or not isinstance(max_words, int) or max_words <= 0):
-            raise ValueError(f"{task}: metadata max_words={max_words!r}: expected a positive integer (e.g. 512) or null.")
+            raise ValueError(
+                f"{task}: metadata max_words={max_words!r}: expected a positive integer (e.g. 512) or null."
+            )
         return cls(
             task=task,
             dataset=str(metadata.get("dataset_label") or hub_id or task),
@@ -290,7 +298,7 @@ class DataSpec:
                 f"a directory holding {self.split}.jsonl, .json, .csv or .parquet (or the Hub's "
                 f"{self.split}-*.parquet files), or that file itself"
             )
-        return f"pass --metadata '{{\"data_source\": \"{placeholder}\"}}' ({placeholder} = {what})"
+        return f'pass --metadata \'{{"data_source": "{placeholder}"}}\' ({placeholder} = {what})'
 
 
 def load_benchmark(spec: DataSpec) -> datasets.Dataset:
@@ -349,7 +357,10 @@ def _read_hub_rows(spec: DataSpec) -> tuple[list[dict], str]:
             rows = []
             for role, filename in spec.hub_files:
                 path = hf_hub_download(repo_id=spec.hub_id, filename=filename, repo_type="dataset")
-                rows += [{spec.member_field if role == "member" else spec.nonmember_field: text} for text in read_json_strings(path)]
+                rows += [
+                    {spec.member_field if role == "member" else spec.nonmember_field: text}
+                    for text in read_json_strings(path)
+                ]
         else:
             rows = datasets.load_dataset(spec.hub_id, spec.hub_config, split=spec.split).to_list()
     except Exception as error:  # offline, gated, renamed...: say what to do instead
@@ -419,7 +430,7 @@ def _member_nonmember_rows(rows: list[dict], source: str, member_field: str, non
         if all(text is None for text, _ in texts):
             raise DatasetError(
                 f"{source}, row {index}: neither {member_field!r} nor {nonmember_field!r} (fields: {sorted(row)}). "
-                f"Name them with --metadata '{{\"member_field\": \"...\", \"nonmember_field\": \"...\"}}'."
+                f'Name them with --metadata \'{{"member_field": "...", "nonmember_field": "..."}}\'.'
             )
         converted += [{"text": text, "label": label} for text, label in texts if text is not None]
     return converted
@@ -439,11 +450,18 @@ def first_n_whitespace_words(text: str, n: int) -> str:
 
 def _cut_to_words(split: datasets.Dataset, spec: DataSpec) -> datasets.Dataset:
     if spec.word_unit == "jieba":
-        from pdd_tasks.chinese import first_n_words as cut
+        from pdd_tasks.loading.chinese import first_n_words as cut
     else:
         cut = first_n_whitespace_words
     texts = [cut(text, spec.max_words) for text in split["text"]]
     changed = sum(new != old for new, old in zip(texts, split["text"], strict=True))
     if changed:
-        logger.info("%s: %d of %d texts cut to their first %d %s words", spec.task, changed, len(texts), spec.max_words, spec.word_unit)
+        logger.info(
+            "%s: %d of %d texts cut to their first %d %s words",
+            spec.task,
+            changed,
+            len(texts),
+            spec.max_words,
+            spec.word_unit,
+        )
     return datasets.Dataset.from_dict({"text": texts, "label": split["label"]})

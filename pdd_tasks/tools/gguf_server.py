@@ -1,6 +1,6 @@
 """A small OpenAI-compatible ``/v1/completions`` server for a GGUF model, with correct prompt log-probs.
 
-``python -m pdd_tasks.gguf_server --model model.gguf`` serves the model through llama.cpp
+``python -m pdd_tasks.tools.gguf_server --model model.gguf`` serves the model through llama.cpp
 (``llama_cpp.Llama(logits_all=True)``) on ``http://127.0.0.1:8000/v1/completions`` in the format
 lm-eval's ``--model local-completions`` speaks (prompts as text or token ids, ``echo``,
 ``logprobs`` = k top alternatives per token, ``max_tokens``, ``stop``). Needs
@@ -82,7 +82,7 @@ class CompletionEngine:
             from llama_cpp import Llama
         except ImportError as error:  # pragma: no cover - depends on the environment
             raise SystemExit(
-                "pdd_tasks.gguf_server needs llama-cpp-python: pip install 'llama-cpp-python==0.3.36' "
+                "pdd_tasks.tools.gguf_server needs llama-cpp-python: pip install 'llama-cpp-python==0.3.36' "
                 f"(or lm-eval-pdd's test extra). Import failed: {error}"
             ) from error
         if not os.path.isfile(model_path):
@@ -213,7 +213,7 @@ class CompletionEngine:
             scored = []
             if echo:
                 scored += [(ids[0], None)] + [(ids[j], rows[j - 1]) for j in range(1, len(ids))]
-            scored += list(zip(generated, gen_rows))
+            scored += list(zip(generated, gen_rows, strict=False))
             if not echo:
                 offset = len(prompt_text)
             for token, row in scored:
@@ -228,7 +228,9 @@ class CompletionEngine:
                 token_logprobs.append(float(row[token]))
                 top = {}
                 if logprobs > 0:
-                    best = np.argpartition(-row, logprobs - 1)[:logprobs] if logprobs < row.size else np.arange(row.size)
+                    best = (
+                        np.argpartition(-row, logprobs - 1)[:logprobs] if logprobs < row.size else np.arange(row.size)
+                    )
                     for alt in best[np.argsort(-row[best], kind="stable")]:
                         top.setdefault(self.key(int(alt)), float(row[alt]))
                 top.setdefault(key, float(row[token]))  # the actual token too, as OpenAI does
@@ -263,7 +265,9 @@ def make_handler(engine: CompletionEngine):
         def do_GET(self):
             path = self.path.rstrip("/")
             if path in ("/v1/models", "/models"):
-                self._send(200, {"object": "list", "data": [{"id": engine.name, "object": "model", "owned_by": "local"}]})
+                self._send(
+                    200, {"object": "list", "data": [{"id": engine.name, "object": "model", "owned_by": "local"}]}
+                )
             elif path == "/health":
                 self._send(200, {"status": "ok"})
             elif path == "/stats":  # how many requests and prompts were answered (benchmarks, tests)
@@ -313,10 +317,21 @@ def running_server(
     host: str = "127.0.0.1",
     startup_timeout: float = 180.0,
 ) -> Iterator[str]:
-    """Run ``python -m pdd_tasks.gguf_server`` in a child process on a free port; yields its
+    """Run ``python -m pdd_tasks.tools.gguf_server`` in a child process on a free port; yields its
     ``http://host:port/v1/completions`` URL and stops the process on exit (tests, benchmarks)."""
-    command = [sys.executable, "-m", "pdd_tasks.gguf_server", "--model", str(model_path), "--host", host,
-               "--port", "0", "--n-ctx", str(n_ctx)]
+    command = [
+        sys.executable,
+        "-m",
+        "pdd_tasks.tools.gguf_server",
+        "--model",
+        str(model_path),
+        "--host",
+        host,
+        "--port",
+        "0",
+        "--n-ctx",
+        str(n_ctx),
+    ]
     if n_threads:
         command += ["--n-threads", str(n_threads)]
     if n_threads_batch:
@@ -349,7 +364,7 @@ def running_server(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m pdd_tasks.gguf_server",
+        prog="python -m pdd_tasks.tools.gguf_server",
         description="OpenAI-compatible /v1/completions server for a GGUF model with correct prompt log-probs "
         "(for lm_eval --model local-completions).",
     )
@@ -358,13 +373,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8000, help="0 picks a free port (printed on start)")
     parser.add_argument("--n-ctx", type=int, default=2048, help="context window in tokens (default 2048)")
     parser.add_argument("--n-threads", type=int, default=None, help="CPU threads (default: all cores)")
-    parser.add_argument("--n-threads-batch", type=int, default=None, help="threads for prompt processing (default: --n-threads)")
+    parser.add_argument(
+        "--n-threads-batch", type=int, default=None, help="threads for prompt processing (default: --n-threads)"
+    )
     parser.add_argument("--model-name", default=None, help="name reported in responses (default: the file name)")
     args = parser.parse_args(argv)
     engine = CompletionEngine(args.model, args.n_ctx, args.n_threads, args.n_threads_batch, args.model_name)
     server = serve(engine, args.host, args.port)
     host, port = server.server_address[:2]
-    print(f"gguf_server: serving {engine.name} (n_ctx {engine.n_ctx}) on http://{host}:{port}/v1/completions", flush=True)
+    print(
+        f"gguf_server: serving {engine.name} (n_ctx {engine.n_ctx}) on http://{host}:{port}/v1/completions", flush=True
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:  # pragma: no cover

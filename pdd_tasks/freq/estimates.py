@@ -29,11 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from pdd_tasks.freq_tables import (
+from pdd_tasks.freq.tables import (
     FrequencyTable,
     tokenizer_fingerprint,
     tokenizer_parallelism,
 )
+
 
 __all__ = [
     "CONTEXTS",
@@ -97,7 +98,9 @@ def jieba_word_counts(dict_path: str | os.PathLike | None = None) -> tuple[list[
     return pairs, desc
 
 
-def _word_token_ids(tokenizer: Any, words: Sequence[str], left: str, right: str, batch: int = 4096) -> Iterable[list[int]]:
+def _word_token_ids(
+    tokenizer: Any, words: Sequence[str], left: str, right: str, batch: int = 4096
+) -> Iterable[list[int]]:
     """Per word: the ids of the tokens overlapping the word in ``left + word + right``."""
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError("word-frequency estimates need a fast tokenizer (character offsets)")

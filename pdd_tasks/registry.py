@@ -1,0 +1,369 @@
+"""The method registry: every detection method of the pdd tasks, declared once.
+
+An entry (:class:`Method`) says what a method is called (its name is the prefix of its metrics:
+``min_k`` gives ``min_k_auc``), how it scores one text from the backend's answer (a call of a pure
+function of :mod:`pdd_metrics`), what it needs from the backend, which task settings it reads (with
+their defaults, checks and the paper's value), which extra texts it has scored, when it is in
+effect, and its table label, built from the settings in effect. The task class
+(:mod:`pdd_tasks.tasks.base`), the report (:mod:`pdd_tasks.tools.report`) and the benchmarks read
+this module; nothing else lists methods. Adding a method: ``docs/adding-a-method.md``.
+
+Every score is oriented higher = more likely a member.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pdd_metrics import (
+    DCPDD_ABLATIONS,
+    dcpdd_score,
+    loss_score,
+    lowercase_score,
+    min_k_plus_plus_score,
+    min_k_score,
+    zlib_score,
+)
+
+
+# -- settings ------------------------------------------------------------------------------------
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def fraction(name: str, value: Any) -> float:
+    """A fraction in (0, 1], e.g. the k of Min-K%."""
+    if not _is_number(value) or not 0 < value <= 1:
+        raise ValueError(f"metadata {name}={value!r}: expected a fraction in (0, 1], e.g. 0.2.")
+    return float(value)
+
+
+def positive_number(name: str, value: Any) -> float:
+    """A number > 0."""
+    if not _is_number(value) or not value > 0:
+        raise ValueError(f"metadata {name}={value!r}: expected a positive number.")
+    return float(value)
+
+
+def whole_number(name: str, value: Any) -> int:
+    """A whole number >= 1."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"metadata {name}={value!r}: expected a whole number >= 1.")
+    return value
+
+
+def flag(name: str, value: Any) -> bool:
+    """true or false."""
+    if not isinstance(value, bool):
+        raise ValueError(f"metadata {name}={value!r}: expected true or false.")
+    return value
+
+
+def optional_path(name: str, value: Any) -> str | None:
+    """A file path, or null / "" for the default."""
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"metadata {name}={value!r}: expected a file path (a string).")
+    return value
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A task setting: a key of the task's metadata (YAML ``metadata:`` or ``--metadata``).
+
+    Attributes:
+        name: the metadata key.
+        default: the value when the key is absent.
+        check: ``check(name, value)`` returns the value to use or raises a ValueError that names
+            the key, what was expected and an example.
+        doc: what it does, with the paper's value where there is one.
+        hint: appended to the check's message (e.g. the paper's value).
+    """
+
+    name: str
+    default: Any
+    check: Callable[[str, Any], Any]
+    doc: str
+    hint: str = ""
+
+    def read(self, metadata: dict) -> Any:
+        if self.name not in metadata:
+            return self.default
+        try:
+            return self.check(self.name, metadata[self.name])
+        except ValueError as error:
+            raise ValueError(f"{error} {self.hint}".strip()) from None
+
+
+MIN_K = Setting("min_k", 0.2, fraction, "k of Min-K% Prob (Shi et al. 2024 use 0.2).")
+MIN_K_PP = Setting("min_k_pp", 0.2, fraction, "k of Min-K%++ (Zhang et al. 2025 use 0.2).")
+DCPDD_A = Setting(
+    "dcpdd_a",
+    0.01,
+    positive_number,
+    "the cap a of DC-PDD Eq. 7 (the paper recommends 0.01; 10 in its BookMIA table).",
+    hint="(paper: 0.01 or 10)",
+)
+FREQ_TABLE = Setting(
+    "freq_table",
+    None,
+    optional_path,
+    "path of a DC-PDD reference frequency table; default: the table installed for the model's "
+    "tokenizer (`lm-eval-pdd install-table`), else the table shipped for the default model.",
+)
+DCPDD_ABLATION_SETTING = Setting(
+    "dcpdd_ablations", False, flag, "also report DC-PDD's ablations CLD and +LUP (paper Sec. 5)."
+)
+LOWERCASE = Setting(
+    "lowercase", True, flag, "score the lowercased text too (one more forward pass per text) for Lowercase."
+)
+
+#: Settings of the scoring path itself, not of one method.
+GENERAL_SETTINGS = (
+    Setting(
+        "truncate",
+        False,
+        flag,
+        "allow texts longer than the model's context window, keeping their beginning (without it, "
+        "such a text is an error).",
+    ),
+    Setting(
+        "topk_logprobs",
+        20,
+        whole_number,
+        "how many top alternatives per token to ask for from backends that return only the top k "
+        "(local-completions, vLLM; Min-K%++'s mu/sigma are then approximated from them).",
+        hint="e.g. 20 (at most what the server allows: vLLM 20 by default, OpenAI 5).",
+    ),
+    Setting(
+        "exact_mu_sigma",
+        False,
+        flag,
+        "--model vllm only: ask for the full next-token distribution (prompt_logprobs=-1; needs "
+        "max_logprobs=-1 in --model_args) so that Min-K%++'s mu/sigma are exact.",
+    ),
+)
+
+
+# -- what a method sees of one text --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TextInputs:
+    """What the backend returned for one text, as arrays with one entry per scored token.
+
+    Attributes:
+        text: the scored text.
+        logprobs: log p(x_i | x_<i) of its tokens after the start token.
+        token_ids: the ids of those tokens.
+        mu, sigma: mean and standard deviation of log p over the full next-token distribution
+            (Min-K%++ Eq. 3-4; exact or a top-k estimate, as the results JSON records).
+        log_reference_freq: log f(v) per token id (DC-PDD Eq. 5), or None where no method in
+            effect needs it.
+        extra_logprobs: method name -> log-probs of each of its extra texts
+            (:attr:`Method.extra_texts`), in the order it listed them.
+    """
+
+    text: str
+    logprobs: np.ndarray
+    token_ids: np.ndarray
+    mu: np.ndarray
+    sigma: np.ndarray
+    log_reference_freq: np.ndarray | None = None
+    extra_logprobs: dict[str, list[np.ndarray]] = field(default_factory=dict)
+
+
+#: What a method may need from the backend (:attr:`Method.needs`).
+NEEDS = {
+    "logprobs": "log p of each token of the text",
+    "token_ids": "the ids of those tokens",
+    "mu_sigma": "mean and standard deviation of log p over the next-token distribution",
+    "reference_frequencies": "a reference token-frequency table for the model's tokenizer",
+    "text": "the raw text",
+    "extra_texts": "more texts scored per text, one request each",
+}
+
+
+@dataclass(frozen=True)
+class Method:
+    """One detection method.
+
+    Attributes:
+        name: the metric prefix (``<name>_auc``); lowercase, no spaces.
+        score: ``score(inputs, settings)`` -> the text's score, higher = more likely a member.
+        label: ``label(settings)`` -> the table label, from the settings in effect.
+        needs: keys of :data:`NEEDS`.
+        citation: the paper and equation.
+        settings: the settings it reads (each declared once; shared ones are module constants).
+        extra_texts: ``extra_texts(text)`` -> more texts to score (each after the start token);
+            their log-probs reach ``score`` as ``inputs.extra_logprobs[name]``.
+        enabled: ``enabled(settings)`` -> whether the method is in effect.
+    """
+
+    name: str
+    score: Callable[[TextInputs, Any], float]
+    label: Callable[[Any], str]
+    needs: frozenset[str]
+    citation: str
+    settings: tuple[Setting, ...] = ()
+    extra_texts: Callable[[str], list[str]] | None = None
+    enabled: Callable[[Any], bool] = lambda settings: True
+
+
+def _dcpdd(ablation: str | None):
+    def score(inputs: TextInputs, settings) -> float:
+        options = {"a": settings.dcpdd_a, **(DCPDD_ABLATIONS[ablation] if ablation else {})}
+        return dcpdd_score(inputs.logprobs, inputs.token_ids, inputs.log_reference_freq, **options)
+
+    return score
+
+
+_DCPDD_NEEDS = frozenset({"logprobs", "token_ids", "reference_frequencies"})
+
+METHODS: dict[str, Method] = {
+    method.name: method
+    for method in (
+        Method(
+            name="loss",
+            score=lambda inputs, settings: loss_score(inputs.logprobs),
+            label=lambda settings: "Loss",
+            needs=frozenset({"logprobs"}),
+            citation="Yeom et al. 2018; Carlini et al. 2021: mean log p",
+        ),
+        Method(
+            name="zlib",
+            score=lambda inputs, settings: zlib_score(inputs.logprobs, inputs.text),
+            label=lambda settings: "Zlib",
+            needs=frozenset({"logprobs", "text"}),
+            citation="Carlini et al. 2021, Sec. 6.1: mean log p / zlib bytes",
+        ),
+        Method(
+            name="lowercase",
+            score=lambda inputs, settings: lowercase_score(inputs.logprobs, inputs.extra_logprobs["lowercase"][0]),
+            label=lambda settings: "Lowercase",
+            needs=frozenset({"logprobs", "extra_texts"}),
+            citation="Carlini et al. 2021, Sec. 6.1: log PPL(lower(x)) / log PPL(x)",
+            settings=(LOWERCASE,),
+            extra_texts=lambda text: [text.lower()],
+            enabled=lambda settings: settings.lowercase,
+        ),
+        Method(
+            name="min_k",
+            score=lambda inputs, settings: min_k_score(inputs.logprobs, k=settings.min_k),
+            label=lambda settings: f"Min-K% (k={settings.min_k:g})",
+            needs=frozenset({"logprobs"}),
+            citation="Shi et al., ICLR 2024, Sec. 3",
+            settings=(MIN_K,),
+        ),
+        Method(
+            name="min_k_pp",
+            score=lambda inputs, settings: min_k_plus_plus_score(
+                inputs.logprobs, inputs.mu, inputs.sigma, k=settings.min_k_pp
+            ),
+            label=lambda settings: f"Min-K%++ (k={settings.min_k_pp:g})",
+            needs=frozenset({"logprobs", "mu_sigma"}),
+            citation="Zhang et al., ICLR 2025, Eq. 3-4",
+            settings=(MIN_K_PP,),
+        ),
+        Method(
+            name="dcpdd",
+            score=_dcpdd(None),
+            label=lambda settings: f"DC-PDD (a={settings.dcpdd_a:g})",
+            needs=_DCPDD_NEEDS,
+            citation="Zhang et al., EMNLP 2024, Eq. 3-8",
+            settings=(DCPDD_A, FREQ_TABLE),
+        ),
+        Method(
+            name="dcpdd_cld",
+            score=_dcpdd("cld"),
+            label=lambda settings: "DC-PDD ablation CLD",
+            needs=_DCPDD_NEEDS,
+            citation="Zhang et al., EMNLP 2024, Sec. 5 (no cap, every token)",
+            settings=(FREQ_TABLE, DCPDD_ABLATION_SETTING),
+            enabled=lambda settings: settings.dcpdd_ablations,
+        ),
+        Method(
+            name="dcpdd_lup",
+            score=_dcpdd("lup"),
+            label=lambda settings: f"DC-PDD ablation +LUP (a={settings.dcpdd_a:g})",
+            needs=_DCPDD_NEEDS,
+            citation="Zhang et al., EMNLP 2024, Sec. 5 (cap a, every token)",
+            settings=(DCPDD_A, FREQ_TABLE, DCPDD_ABLATION_SETTING),
+            enabled=lambda settings: settings.dcpdd_ablations,
+        ),
+    )
+}
+
+#: Every method name, in table order.
+METHOD_NAMES: tuple[str, ...] = tuple(METHODS)
+
+
+def _all_settings() -> tuple[Setting, ...]:
+    declared: dict[str, Setting] = {}
+    for setting in [s for method in METHODS.values() for s in method.settings] + list(GENERAL_SETTINGS):
+        if declared.setdefault(setting.name, setting) is not setting:
+            raise RuntimeError(f"setting {setting.name!r} is declared twice in the method registry")
+    return tuple(declared.values())
+
+
+SETTINGS: tuple[Setting, ...] = _all_settings()
+
+
+def _from_metadata(cls, metadata: dict):
+    """The settings in ``metadata`` (absent keys take their defaults), each checked."""
+    return cls(**{setting.name: setting.read(metadata) for setting in SETTINGS})
+
+
+def _methods_in_effect(self) -> tuple[str, ...]:
+    return tuple(name for name, method in METHODS.items() if method.enabled(self))
+
+
+#: The values of every setting of :data:`SETTINGS` (frozen; attributes named as the settings).
+ScoringSettings = dataclasses.make_dataclass(
+    "ScoringSettings",
+    [(s.name, Any, field(default=s.default)) for s in SETTINGS],
+    frozen=True,
+    namespace={
+        "from_metadata": classmethod(_from_metadata),
+        "methods": property(_methods_in_effect, doc="Names of the methods in effect, in table order."),
+        "__doc__": "Method and scoring settings read from a task's metadata; see pdd_tasks.registry.SETTINGS.",
+    },
+)
+ScoringSettings.__module__ = __name__
+
+
+def needs(settings, need: str) -> bool:
+    """Whether any method in effect needs ``need`` (a key of :data:`NEEDS`)."""
+    return any(need in METHODS[name].needs for name in settings.methods)
+
+
+def extra_texts(text: str, settings) -> list[tuple[str, str]]:
+    """``(method name, text)`` of every extra text the methods in effect score, in request order."""
+    return [
+        (name, extra)
+        for name in settings.methods
+        if METHODS[name].extra_texts is not None
+        for extra in METHODS[name].extra_texts(text)
+    ]
+
+
+def score_text(inputs: TextInputs, settings) -> dict[str, float]:
+    """Every method's score of one text (higher = more likely a member), for the methods in effect."""
+    return {name: METHODS[name].score(inputs, settings) for name in settings.methods}
+
+
+def label(name: str, settings) -> str:
+    """The table label of method ``name`` under ``settings`` (e.g. "Min-K% (k=0.1)")."""
+    return METHODS[name].label(settings)
+
+
+#: The methods in effect with every setting at its default.
+DEFAULT_METHODS: tuple[str, ...] = ScoringSettings().methods
