@@ -1,0 +1,6 @@
+"""lm-eval-pdd: pretraining-data detection as lm-evaluation-harness tasks.
+
+registry: the methods; tasks/: task classes; backends/: per-token capture per backend; loading/: data
+readers; freq/: DC-PDD reference frequency tables; tools/: the lm-eval-pdd commands and servers.
+See docs/architecture.md.
+"""

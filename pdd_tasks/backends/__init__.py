@@ -1,0 +1,1 @@
+"""Per-token log-prob capture for each lm-eval backend (hf, vllm, local-completions)."""

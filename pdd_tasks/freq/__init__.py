@@ -1,0 +1,1 @@
+"""DC-PDD reference token-frequency tables: format and cache, counting, sources, estimates."""

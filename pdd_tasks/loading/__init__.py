@@ -1,0 +1,1 @@
+"""Reading benchmark data: local files, the Hub, packaged copies, Chinese word snippets."""
