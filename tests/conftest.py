@@ -103,11 +103,18 @@ def tiny_table(tiny_model, tmp_path_factory) -> Path:
     return build_table_for(tiny_model, tmp_path_factory.mktemp("tables") / "tiny.npz")
 
 
-def run_lm_eval(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
-    """Run the real ``lm_eval`` console script of this environment."""
+#: lm-eval's command line with the pdd backends registered (``--model hf-pdd``).
+PDD_BACKENDS_CLI = [sys.executable, "-m", "pdd_tasks.backends"]
+
+
+def run_lm_eval(
+    args: list[str], cwd: Path, check: bool = True, command: list[str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run the real ``lm_eval`` console script of this environment (or ``command``, e.g.
+    :data:`PDD_BACKENDS_CLI`)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    executable = Path(sys.executable).with_name("lm_eval")
-    process = subprocess.run([str(executable), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    command = command or [str(Path(sys.executable).with_name("lm_eval"))]
+    process = subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     if check and process.returncode != 0:
         raise AssertionError(
             f"lm_eval failed ({process.returncode}):\n{process.stdout[-4000:]}\n{process.stderr[-8000:]}"

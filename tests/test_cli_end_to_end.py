@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import (
+    PDD_BACKENDS_CLI,
     build_table_for,
     build_tiny_model,
     read_results,
@@ -29,11 +30,22 @@ from pdd_tasks.registry import DEFAULT_METHODS
 LIMIT = 24
 
 
-def run_pdd(model_dir, table, out, task="pdd_wikimia_32", batch_size=1, limit=LIMIT, metadata=None, include=None):
+def run_pdd(
+    model_dir,
+    table,
+    out,
+    task="pdd_wikimia_32",
+    batch_size=1,
+    limit=LIMIT,
+    metadata=None,
+    include=None,
+    model="hf",
+    command=None,
+):
     meta = {"freq_table": str(table), **(metadata or {})}
     args = [
         "--model",
-        "hf",
+        model,
         "--model_args",
         f"pretrained={model_dir},dtype=float32",
         "--device",
@@ -52,7 +64,7 @@ def run_pdd(model_dir, table, out, task="pdd_wikimia_32", batch_size=1, limit=LI
     ]
     if limit:
         args += ["--limit", str(limit)]
-    return run_lm_eval(args, cwd=out.parent)
+    return run_lm_eval(args, cwd=out.parent, command=command)
 
 
 def direct_token_stats(model, tokenizer, text):
@@ -113,6 +125,28 @@ def test_scores_do_not_depend_on_batch_size(runs):
     for doc_id in one:
         for method in DEFAULT_METHODS:
             assert eight[doc_id][method] == pytest.approx(one[doc_id][method], abs=1e-5)
+
+
+def test_batch_size_auto_gives_the_same_scores(runs, tiny_model, tiny_table, tmp_path):
+    """``--batch_size auto``: HFLM's batch-size probe reads the pdd requests (it crashed on them once)."""
+    out = tmp_path / "out"
+    run_pdd(tiny_model, tiny_table, out, batch_size="auto")
+    assert scores_by_doc(read_samples(out, "pdd_wikimia_32")) == pytest.approx(
+        scores_by_doc(read_samples(runs[1], "pdd_wikimia_32"))
+    )
+
+
+def test_hf_pdd_model_name(runs, tiny_model, tiny_table, tmp_path):
+    """``--model hf-pdd`` (lm-eval's CLI after importing pdd_tasks.backends) scores as ``--model hf``."""
+    out = tmp_path / "out"
+    run_pdd(tiny_model, tiny_table, out, batch_size=8, model="hf-pdd", command=PDD_BACKENDS_CLI)
+    results = read_results(out)
+    assert results["config"]["model"] == "hf-pdd"
+    assert results["configs"]["pdd_wikimia_32"]["metadata"]["token_scores"]["backend"] == "hf"
+    pdd = scores_by_doc(read_samples(out, "pdd_wikimia_32"))
+    stock = scores_by_doc(read_samples(runs[8], "pdd_wikimia_32"))
+    assert pdd.keys() == stock.keys()
+    assert pdd == stock  # the same code on the same batches: identical numbers
 
 
 def test_results_json_has_every_method_and_metric(runs, tiny_table):

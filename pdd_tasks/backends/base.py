@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from lm_eval.api.instance import Instance
+from tqdm import tqdm
 
 
 logger = logging.getLogger(__name__)
@@ -93,27 +96,165 @@ def check_lm_eval_version() -> None:
         )
 
 
+def route_requests(lm, requests: list, stock_loglikelihood, score_per_token, disable_tqdm: bool = False, **kwargs):
+    """Answer a run's loglikelihood requests: :class:`PerTokenRequest` s by ``score_per_token``, the others
+    by ``stock_loglikelihood``, in one call each, and the answers back in request order.
+
+    Args:
+        lm: the model object (``self`` of its ``loglikelihood``).
+        requests: the requests lm-eval passes to ``loglikelihood``, of any type.
+        stock_loglikelihood: the backend's own, unbound ``loglikelihood`` (``(sum_logprob, is_greedy)``).
+        score_per_token: ``score_per_token(lm, requests, disable_tqdm=...)``, a list of
+            :class:`TokenScores` in request order.
+        disable_tqdm: passed to both.
+        **kwargs: passed to ``stock_loglikelihood`` unchanged.
+
+    Returns:
+        One answer per request, in request order; requests of other types get exactly the stock answer.
+    """
+    wants_tokens = [isinstance(request, PerTokenRequest) for request in requests]
+    if not any(wants_tokens):
+        return stock_loglikelihood(lm, requests, disable_tqdm=disable_tqdm, **kwargs)
+    others = [request for request, wants in zip(requests, wants_tokens, strict=True) if not wants]
+    stock = iter(stock_loglikelihood(lm, others, disable_tqdm=disable_tqdm, **kwargs) if others else ())
+    per_token = [request for request, wants in zip(requests, wants_tokens, strict=True) if wants]
+    captured = iter(score_per_token(lm, per_token, disable_tqdm=disable_tqdm))
+    return [next(captured) if wants else next(stock) for wants in wants_tokens]
+
+
+def is_grafted(method) -> bool:
+    """Whether ``method`` is one of this package's wrappers (what makes every install idempotent)."""
+    return getattr(method, "_pdd_capture", False)
+
+
+def graft(cls: type, name: str, method) -> None:
+    """Set ``cls.<name> = method``, marked as grafted (:func:`is_grafted`); a method without a
+    docstring takes the stock one."""
+    method._pdd_capture = True
+    if method.__doc__ is None:
+        method.__doc__ = getattr(getattr(cls, name), "__doc__", None)
+    setattr(cls, name, method)
+
+
 def wrap_loglikelihood(cls: type, score_per_token) -> None:
     """Make ``cls.loglikelihood`` answer :class:`PerTokenRequest` s with
     ``score_per_token(lm, requests, disable_tqdm=...)`` (a list of :class:`TokenScores`, in request
-    order); every other request goes to the stock method, in one call, unchanged. Idempotent."""
-    if getattr(cls.loglikelihood, "_pdd_capture", False):
+    order); every other request goes to the stock method, in one call, unchanged. Idempotent.
+
+    Args:
+        cls: a backend class (lm-eval's ``VLLM``, ``LocalCompletionsAPI``, ...).
+        score_per_token: the backend's per-token capture (:func:`answer_per_token` inside).
+    """
+    if is_grafted(cls.loglikelihood):
         return
     stock_loglikelihood = cls.loglikelihood
 
     def loglikelihood(self, requests, disable_tqdm: bool = False, **kwargs):
-        wants_tokens = [isinstance(request, PerTokenRequest) for request in requests]
-        if not any(wants_tokens):
-            return stock_loglikelihood(self, requests, disable_tqdm=disable_tqdm, **kwargs)
-        others = [request for request, wants in zip(requests, wants_tokens, strict=True) if not wants]
-        stock = iter(stock_loglikelihood(self, others, disable_tqdm=disable_tqdm, **kwargs) if others else ())
-        per_token = [request for request, wants in zip(requests, wants_tokens, strict=True) if wants]
-        captured = iter(score_per_token(self, per_token, disable_tqdm=disable_tqdm))
-        return [next(captured) if wants else next(stock) for wants in wants_tokens]
+        return route_requests(self, requests, stock_loglikelihood, score_per_token, disable_tqdm, **kwargs)
 
-    loglikelihood._pdd_capture = True
-    loglikelihood.__doc__ = stock_loglikelihood.__doc__
-    cls.loglikelihood = loglikelihood
+    graft(cls, "loglikelihood", loglikelihood)
+
+
+class EncodedText(NamedTuple):
+    """One per-token request, encoded: lm-eval's ``(key, context tokens, continuation tokens)`` shape.
+
+    HFLM's batch-size probe (``_detect_batch_size``, ``--batch_size auto``) unpacks the longest item
+    as ``_, context_enc, continuation_enc``, so the item has exactly these three fields.
+    """
+
+    index: int  # position of the request in the list being answered
+    context: list[int]  # the start token x_0 (or the text's own first token)
+    tokens: list[int]  # the scored tokens x_1..x_n, after truncation
+
+
+def answer_per_token(
+    lm,
+    requests: list[PerTokenRequest],
+    encode: Callable[[PerTokenRequest], tuple[list[int], list[int], int]],
+    answer_batch: Callable[[list[EncodedText], list[int]], list[TokenScores]],
+    *,
+    desc: str,
+    window: str,
+    disable_tqdm: bool = False,
+    batches: Callable | None = None,
+    map_batches: Callable = map,
+) -> list[TokenScores]:
+    """The per-token answering loop every capture shares, as lm-eval's ``_loglikelihood_tokens`` runs it.
+
+    Encodes every request, warns once about truncated texts, sorts longest first with lm-eval's
+    ``Collator`` (key ``(-len(context + tokens), tuple(context + tokens))``, as stock), cuts the sorted
+    list into batches, answers each batch, feeds every answer to the cache hook (``--use_cache``) and
+    returns the answers in request order.
+
+    Args:
+        lm: the model object (its ``cache_hook`` and, for the progress bar, ``rank`` are read).
+        requests: the per-token requests to answer.
+        encode: ``request -> (context, tokens, number of tokens cut)``.
+        answer_batch: ``(batch, cuts) -> answers``, one :class:`TokenScores` per item of the batch,
+            in batch order (``cuts``: tokens cut from each item's text).
+        desc: progress-bar label.
+        window: what a truncated text was longer than, for the warning ("the context window (2048 tokens)").
+        disable_tqdm: hide the progress bar.
+        batches: ``Collator -> iterable of batches``; default: the whole sorted list as one batch.
+        map_batches: how batches are run: ``map`` (one after another) or a thread pool's ``map``.
+
+    Returns:
+        One :class:`TokenScores` per request, in request order.
+    """
+    from lm_eval.models.utils import Collator
+
+    encoded, cuts = [], []
+    for index, request in enumerate(requests):
+        context, tokens, cut = encode(request)
+        encoded.append(EncodedText(index, context, tokens))
+        cuts.append(cut)
+    truncated = [item for item, cut in zip(encoded, cuts, strict=True) if cut]
+    if truncated:
+        logger.warning(
+            "%d text(s) were longer than %s and were truncated to their first %d tokens, as asked with truncate=true.",
+            len(truncated),
+            window,
+            max(len(item.tokens) for item in truncated),
+        )
+    order = Collator(
+        encoded, sort_fn=lambda item: (-len(item.context + item.tokens), tuple(item.context + item.tokens))
+    )
+    pbar = tqdm(total=len(encoded), disable=disable_tqdm or getattr(lm, "rank", 0) != 0, desc=desc)
+
+    def run(batch: list[EncodedText]) -> list[TokenScores]:
+        answers = answer_batch(batch, [cuts[item.index] for item in batch])
+        for item, answer in zip(batch, answers, strict=True):
+            lm.cache_hook.add_partial("loglikelihood", requests[item.index].args, answer)
+        pbar.update(len(batch))
+        return answers
+
+    chosen = batches(order) if batches is not None else order.get_batched(n=0)
+    answers = [answer for batch_answers in map_batches(run, chosen) for answer in batch_answers]
+    pbar.close()
+    return order.get_original(answers)
+
+
+def answer_groups(
+    requests: list[PerTokenRequest], key: Callable[[PerTokenRequest], Hashable], answer_group: Callable
+) -> list[TokenScores]:
+    """Answer requests group by group, e.g. one group per number of top-k log-probs asked.
+
+    Args:
+        requests: the per-token requests.
+        key: the group of a request (groups are answered in order of first appearance).
+        answer_group: ``(key value, the group's requests) -> their answers``, in order.
+
+    Returns:
+        One answer per request, in request order.
+    """
+    groups: dict = {}
+    for index, request in enumerate(requests):
+        groups.setdefault(key(request), []).append(index)
+    results: list[TokenScores | None] = [None] * len(requests)
+    for value, indices in groups.items():
+        for index, answer in zip(indices, answer_group(value, [requests[i] for i in indices]), strict=True):
+            results[index] = answer
+    return results
 
 
 def split_after_start_token(lm, request: PerTokenRequest) -> tuple[list[int], list[int]]:
