@@ -122,6 +122,39 @@ def run_lm_eval(
     return process
 
 
+def harness_args(
+    model_args: str,
+    tasks: str,
+    out: Path,
+    *,
+    model: str = "hf",
+    include: Path | str | None = None,
+    batch_size: int | str | None = None,
+    metadata: dict | None = None,
+    limit: int | None = None,
+    device: str | None = None,
+    log_samples: bool = True,
+) -> list[str]:
+    """The ``lm_eval`` arguments of a run of ``tasks`` (pdd tasks unless ``include`` says otherwise)."""
+    args = ["--model", model, "--model_args", model_args]
+    if device:
+        args += ["--device", device]
+    args += ["--include_path", str(include or tasks_path()), "--tasks", tasks]
+    if batch_size is not None:
+        args += ["--batch_size", str(batch_size)]
+    if metadata is not None:
+        args += ["--metadata", json.dumps(metadata)]
+    if limit:
+        args += ["--limit", str(limit)]
+    args += ["--output_path", str(out)]
+    return args + (["--log_samples"] if log_samples else [])
+
+
+def cpu_float32(model_dir: Path) -> str:
+    """``--model_args`` of the HF backend for a model directory, in float32 (the tests' exact setting)."""
+    return f"pretrained={model_dir},dtype=float32"
+
+
 def read_samples(output_dir: Path, task: str) -> list[dict]:
     files = sorted(output_dir.rglob(f"samples_{task}_*.jsonl"))
     assert files, f"no samples file for {task} under {output_dir}"

@@ -170,11 +170,10 @@ class EncodedText(NamedTuple):
 def answer_per_token(
     lm,
     requests: list[PerTokenRequest],
-    encode: Callable[[PerTokenRequest], tuple[list[int], list[int], int]],
+    fit: ContextLimit,
     answer_batch: Callable[[list[EncodedText], list[int]], list[TokenScores]],
     *,
     desc: str,
-    window: str,
     disable_tqdm: bool = False,
     batches: Callable | None = None,
     map_batches: Callable = map,
@@ -189,11 +188,10 @@ def answer_per_token(
     Args:
         lm: the model object (its ``cache_hook`` and, for the progress bar, ``rank`` are read).
         requests: the per-token requests to answer.
-        encode: ``request -> (context, tokens, number of tokens cut)``.
+        fit: how many text tokens fit the backend's context (:func:`encode_text`).
         answer_batch: ``(batch, cuts) -> answers``, one :class:`TokenScores` per item of the batch,
             in batch order (``cuts``: tokens cut from each item's text).
         desc: progress-bar label.
-        window: what a truncated text was longer than, for the warning ("the context window (2048 tokens)").
         disable_tqdm: hide the progress bar.
         batches: ``Collator -> iterable of batches``; default: the whole sorted list as one batch.
         map_batches: how batches are run: ``map`` (one after another) or a thread pool's ``map``.
@@ -205,7 +203,7 @@ def answer_per_token(
 
     encoded, cuts = [], []
     for index, request in enumerate(requests):
-        context, tokens, cut = encode(request)
+        context, tokens, cut = encode_text(lm, request, fit)
         encoded.append(EncodedText(index, context, tokens))
         cuts.append(cut)
     truncated = [item for item, cut in zip(encoded, cuts, strict=True) if cut]
@@ -213,7 +211,7 @@ def answer_per_token(
         logger.warning(
             "%d text(s) were longer than %s and were truncated to their first %d tokens, as asked with truncate=true.",
             len(truncated),
-            window,
+            fit.window,
             max(len(item.tokens) for item in truncated),
         )
     order = Collator(
@@ -278,15 +276,46 @@ def split_after_start_token(lm, request: PerTokenRequest) -> tuple[list[int], li
     return tokens[:1], tokens[1:]
 
 
-def fit_text(request: PerTokenRequest, tokens: list[int], room: int, limit: str, fixes: str) -> tuple[list[int], int]:
-    """``(tokens, number cut)``: a text's ``tokens`` cut to their first ``room`` if the request allows
-    truncation; a longer text is otherwise a :class:`TextTooLongError`, saying that it has "more than"
-    ``limit`` and suggesting ``fixes`` or truncation. Shared by the hf, vLLM and API captures."""
-    truncated = max(0, len(tokens) - room)
+@dataclass(frozen=True)
+class ContextLimit:
+    """How many text tokens a backend can score after the start token, and how to say so.
+
+    Attributes:
+        room: the most text tokens (x_1..x_n) that fit.
+        limit: what a longer text has "more than", for the error ("the model's context window of 2048 tokens").
+        fixes: what the user can do, for the error (truncation is always offered).
+        window: what a truncated text was longer than, for the warning ("the context window (2048 tokens)").
+    """
+
+    room: int
+    limit: str
+    fixes: str
+    window: str
+
+
+def encode_text(lm, request: PerTokenRequest, fit: ContextLimit) -> tuple[list[int], list[int], int]:
+    """``(start token, text tokens, number cut)`` of a per-token request, as every capture scores it.
+
+    The tokens are those of stock ``TemplateLM.loglikelihood`` for an empty context
+    (:func:`split_after_start_token`); a text longer than ``fit.room`` tokens is cut to its first
+    ``fit.room`` if the request allows truncation, and is otherwise a :class:`TextTooLongError` that says
+    it has "more than" ``fit.limit`` and suggests ``fit.fixes`` or truncation.
+
+    Raises:
+        ValueError: the text is only the start token (nothing to score).
+        TextTooLongError: the text does not fit and truncation is not allowed.
+    """
+    context, tokens = split_after_start_token(lm, request)
+    if not tokens:
+        raise ValueError(
+            f"{request.task_name} doc {request.doc_id}: the text is only the start token; there is "
+            f"nothing to score. Remove it from the dataset."
+        )
+    truncated = max(0, len(tokens) - fit.room)
     if truncated and not request.truncate:
         raise TextTooLongError(
-            f"{request.task_name} doc {request.doc_id}: the text has {len(tokens)} tokens, more than {limit}. "
-            f"{fixes}, or allow truncation with --metadata '{{\"truncate\": true}}' (keeps the first {room} "
+            f"{request.task_name} doc {request.doc_id}: the text has {len(tokens)} tokens, more than {fit.limit}. "
+            f"{fit.fixes}, or allow truncation with --metadata '{{\"truncate\": true}}' (keeps the first {fit.room} "
             f"tokens of each long text)."
         )
-    return (tokens[:room] if truncated else tokens), truncated
+    return context, (tokens[: fit.room] if truncated else tokens), truncated

@@ -36,6 +36,7 @@ import numpy as np
 
 from pdd_metrics.topk import approximate_mu_sigma
 from pdd_tasks.backends.base import (
+    ContextLimit,
     EncodedText,
     ModelInfo,
     PerTokenRequest,
@@ -43,8 +44,6 @@ from pdd_tasks.backends.base import (
     answer_groups,
     answer_per_token,
     check_lm_eval_version,
-    fit_text,
-    split_after_start_token,
     wrap_loglikelihood,
 )
 
@@ -172,18 +171,16 @@ def api_model_info(lm, k: int) -> ModelInfo:
     return cache[k]
 
 
-def _encode(lm, request: PerTokenRequest) -> tuple[list[int], list[int], int]:
-    """Prompt tokens as stock ``TemplateLM.loglikelihood`` builds them for an empty context."""
-    context_enc, continuation_enc = split_after_start_token(lm, request)
-    continuation_enc, truncated = fit_text(
-        request,
-        continuation_enc,
-        room=lm.max_length - len(context_enc),  # lm.max_length already keeps one token for generation
+def _context_limit(lm) -> ContextLimit:
+    """How many text tokens fit a prompt: the client's ``max_length`` already keeps one token for the
+    generated one, and the start token takes another."""
+    return ContextLimit(
+        room=lm.max_length - 1,
         limit=f"fit the client's max_length ({lm.max_length + 1} tokens, one kept for the generated token "
         f"and one for the start token)",
         fixes="Pass the server's context length with --model_args ...,max_length=<n>, score shorter texts",
+        window=f"max_length ({lm.max_length + 1} tokens)",
     )
-    return context_enc, continuation_enc, truncated
 
 
 def _payload(lm, prompts: list[list[int]], k: int) -> dict:
@@ -506,10 +503,9 @@ def score_per_token_api(lm, requests: list[PerTokenRequest], disable_tqdm: bool 
             answers = answer_per_token(
                 lm,
                 group,
-                lambda request: _encode(lm, request),
+                _context_limit(lm),
                 answer_batch,
                 desc="Scoring texts (per-token log-probs, API)",
-                window=f"max_length ({lm.max_length + 1} tokens)",
                 disable_tqdm=disable_tqdm,
                 batches=lambda order: list(order.get_batched(n=lm._batch_size)),
                 map_batches=pool.map if concurrent else map,

@@ -28,17 +28,16 @@ from lm_eval.api.registry import register_model
 from lm_eval.models.huggingface import HFLM
 
 from pdd_tasks.backends.base import (
+    ContextLimit,
     EncodedText,
     ModelInfo,
     PerTokenRequest,
     TokenScores,
     answer_per_token,
     check_lm_eval_version,
-    fit_text,
     graft,
     is_grafted,
     route_requests,
-    split_after_start_token,
 )
 from pdd_tasks.backends.cpu_parallel import install_cpu_data_parallel
 
@@ -108,17 +107,14 @@ def hf_model_info(lm) -> ModelInfo:
     return info
 
 
-def _encode_text(lm, request: PerTokenRequest) -> tuple[list[int], list[int], int]:
-    """Tokens as stock ``TemplateLM.loglikelihood`` builds them for an empty context."""
-    context_enc, continuation_enc = split_after_start_token(lm, request)
-    continuation_enc, truncated = fit_text(
-        request,
-        continuation_enc,
+def _context_limit(lm) -> ContextLimit:
+    """HFLM scores a text of up to ``max_length`` tokens after its start token (one forward pass)."""
+    return ContextLimit(
         room=lm.max_length,
         limit=f"the model's context window of {lm.max_length} tokens",
         fixes="Score shorter texts, a model with a longer context",
+        window=f"the context window ({lm.max_length} tokens)",
     )
-    return context_enc, continuation_enc, truncated
 
 
 def _hf_batches(lm):
@@ -189,10 +185,9 @@ def score_per_token_hf(lm, requests: list[PerTokenRequest], disable_tqdm: bool =
     return answer_per_token(
         lm,
         requests,
-        lambda request: _encode_text(lm, request),
+        _context_limit(lm),
         lambda batch, cuts: _answer_batch(lm, info, batch, cuts),
         desc="Scoring texts (per-token log-probs)",
-        window=f"the context window ({lm.max_length} tokens)",
         disable_tqdm=disable_tqdm,
         batches=_hf_batches(lm),
     )

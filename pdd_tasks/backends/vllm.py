@@ -46,6 +46,7 @@ import numpy as np
 
 from pdd_metrics import approximate_mu_sigma
 from pdd_tasks.backends.base import (
+    ContextLimit,
     EncodedText,
     ModelInfo,
     PerTokenRequest,
@@ -53,8 +54,6 @@ from pdd_tasks.backends.base import (
     answer_groups,
     answer_per_token,
     check_lm_eval_version,
-    fit_text,
-    split_after_start_token,
     wrap_loglikelihood,
 )
 
@@ -198,8 +197,8 @@ def vllm_model_info(lm, wanted: LogprobRequest) -> ModelInfo:
 # -- the prompt --------------------------------------------------------------------------------
 
 
-def encode_prompt(lm, request: PerTokenRequest) -> tuple[list[int], list[int], int]:
-    """``(start tokens, text tokens, tokens cut)`` of a per-token request; the prompt is their concatenation.
+def context_limit(lm) -> ContextLimit:
+    """How many text tokens fit a vLLM prompt.
 
     The prompt is ``context_enc + continuation_enc`` as stock ``TemplateLM.loglikelihood`` builds them
     for an empty context: ``[prefix_token_id] + tok_encode(text)``, or the text's own tokens when they
@@ -208,22 +207,14 @@ def encode_prompt(lm, request: PerTokenRequest) -> tuple[list[int], list[int], i
     ``max_length - 2`` tokens after its start token; a longer one is an error unless the request
     allows truncation (then its beginning is kept).
     """
-    context_enc, continuation_enc = split_after_start_token(lm, request)
-    if not continuation_enc:
-        raise ValueError(
-            f"{request.task_name} doc {request.doc_id}: the text is only the start token; there is "
-            f"nothing to score. Remove it from the dataset."
-        )
-    room = lm.max_length - 1 - len(context_enc)
-    continuation_enc, truncated = fit_text(
-        request,
-        continuation_enc,
+    room = lm.max_length - 2
+    return ContextLimit(
         room=room,
         limit=f"fit in vLLM's context window of {lm.max_length} tokens with the start token and one "
         f"generated token ({room})",
         fixes="Score shorter texts, a model with a longer context",
+        window=f"the context window ({lm.max_length} tokens)",
     )
-    return context_enc, continuation_enc, truncated
 
 
 # -- the answer --------------------------------------------------------------------------------
@@ -400,10 +391,9 @@ def score_per_token_vllm(
         return answer_per_token(
             lm,
             group,
-            lambda request: encode_prompt(lm, request),
+            context_limit(lm),
             lambda batch, cuts: _answer_batch(lm, batch, cuts, params, wanted, vocab_size, info),
             desc="Scoring texts (vLLM prompt log-probs)",
-            window=f"the context window ({lm.max_length} tokens)",
             disable_tqdm=disable_tqdm,
             batches=_vllm_batches(lm, wanted, vocab_size),
         )
