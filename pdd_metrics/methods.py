@@ -4,7 +4,7 @@ Every function takes NumPy arrays (one value per scored token of ONE text) and r
 float. Convention everywhere: **a higher score means "more likely a member"** (seen in
 pretraining); where a paper's raw quantity goes the other way the sign is flipped and the
 docstring says so. Log-probabilities are natural logs, ``log p_i = log p(x_i | x_<i)`` for the
-n tokens of the text scored after the start token (see docs/METHODS.md). Inputs of any float
+n tokens of the text scored after the start token (see docs/methods.md). Inputs of any float
 dtype are computed in float64.
 """
 

@@ -25,7 +25,7 @@ The results JSON records which was used (``configs.<task>.metadata.token_scores.
 
 vLLM imports CUDA-only code, so nothing here imports it at module level: the capture is installed
 only when lm-eval has already imported its vLLM backend module, which the CLI does when it creates a
-``--model vllm`` model, before the tasks are loaded (HARNESS.md, "Order in lm_eval run").
+``--model vllm`` model, before the tasks are loaded (docs/architecture.md, "Order in an lm_eval run").
 
 Written against lm-eval 0.4.13 and vLLM 0.33.0 (``vllm/logprobs.py``: ``Logprob``,
 ``FlatLogprobs``, ``append_logprobs_for_next_position``; ``vllm/v1/engine/logprobs.py``:
