@@ -45,16 +45,16 @@ from pdd_tasks.backends.cpu_parallel import install_cpu_data_parallel
 logger = logging.getLogger(__name__)
 
 #: ``HFLM.loglikelihood`` as lm-eval defines it (read before any graft: the graft replaces it).
-_STOCK_LOGLIKELIHOOD = getattr(HFLM.loglikelihood, "_pdd_stock", HFLM.loglikelihood)
+STOCK_LOGLIKELIHOOD = getattr(HFLM.loglikelihood, "_pdd_stock", HFLM.loglikelihood)
 
 
 def per_token_loglikelihood(self, requests, disable_tqdm: bool = False, **kwargs):
     """Answer :class:`PerTokenRequest` s with :func:`score_per_token_hf`, every other request with
     the stock ``HFLM.loglikelihood`` (one call, unchanged); answers in request order."""
-    return route_requests(self, requests, _STOCK_LOGLIKELIHOOD, score_per_token_hf, disable_tqdm, **kwargs)
+    return route_requests(self, requests, STOCK_LOGLIKELIHOOD, score_per_token_hf, disable_tqdm, **kwargs)
 
 
-per_token_loglikelihood._pdd_stock = _STOCK_LOGLIKELIHOOD
+per_token_loglikelihood._pdd_stock = STOCK_LOGLIKELIHOOD
 
 
 @register_model("hf-pdd")
