@@ -4,8 +4,12 @@ lm-eval backends answer a loglikelihood request with ``(sum_logprob, is_greedy)`
 per-token values away. The pdd tasks send :class:`PerTokenRequest` s instead, and each backend's
 capture (:mod:`pdd_tasks.backends.hf`, :mod:`pdd_tasks.backends.vllm`,
 :mod:`pdd_tasks.backends.completions`) answers them with a :class:`TokenScores`: the same tuple,
-carrying the arrays as attributes. :func:`wrap_loglikelihood` routes the pdd requests of a run to
-the capture and every other request to the stock method, unchanged.
+carrying the arrays as attributes. :func:`route_requests` (grafted by :func:`wrap_loglikelihood`)
+sends the pdd requests of a run to the capture and every other request to the stock method,
+unchanged. Every capture answers with the same loop, :func:`answer_per_token`: encode each text after
+the start token (:func:`encode_text`, within the backend's :class:`ContextLimit`), sort and batch as
+lm-eval does, answer a batch (the only backend-specific step), feed the cache hook, restore the order.
+See docs/architecture.md.
 """
 
 from __future__ import annotations
