@@ -22,18 +22,22 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import mannwhitneyu
 
+from ._checks import finite_vector
+
 
 __all__ = ["RankTestResult", "calibrate_threshold", "flag_members", "suspect_vs_reference_test"]
 
 
 def _finite_1d(name: str, values) -> np.ndarray:
-    array = np.asarray(values, dtype=np.float64)
-    if array.ndim != 1 or array.size == 0:
-        raise ValueError(f"{name}: expected a non-empty 1-D array of scores, got shape {array.shape}")
-    if not np.isfinite(array).all():
-        bad = int(np.count_nonzero(~np.isfinite(array)))
-        raise ValueError(f"{name}: {bad} of {array.size} scores are NaN or infinite; every score must be finite")
-    return array
+    """``values`` (one score per document) as a non-empty, finite, 1-D float64 array."""
+    shape = "{name}: expected a non-empty 1-D array of scores, got shape {shape}"
+    return finite_vector(
+        values,
+        name,
+        not_1d=shape,
+        empty=shape,
+        non_finite="{name}: {count} of {size} scores are NaN or infinite; every score must be finite",
+    )
 
 
 def calibrate_threshold(reference_scores, target_fpr: float) -> float:

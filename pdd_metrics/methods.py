@@ -4,7 +4,7 @@ Every function takes NumPy arrays (one value per scored token of ONE text) and r
 float. Convention everywhere: **a higher score means "more likely a member"** (seen in
 pretraining); where a paper's raw quantity goes the other way the sign is flipped and the
 docstring says so. Log-probabilities are natural logs, ``log p_i = log p(x_i | x_<i)`` for the
-n tokens of the text scored after the start token (see docs/METHODS.md). Inputs of any float
+n tokens of the text scored after the start token (see docs/methods.md). Inputs of any float
 dtype are computed in float64.
 """
 
@@ -14,6 +14,8 @@ import math
 import zlib
 
 import numpy as np
+
+from ._checks import finite_vector
 
 
 __all__ = [
@@ -31,26 +33,17 @@ _EMPTY_HINT = "an empty text cannot be scored -- remove empty texts from the dat
 
 
 def _float_array(values: np.ndarray, name: str) -> np.ndarray:
-    """``values`` as a non-empty, finite, 1-D float64 array, else a ValueError naming ``name``."""
-    try:
-        arr = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be an array of numbers; could not convert it ({exc})") from exc
-    if arr.ndim != 1:
-        raise ValueError(
-            f"{name} must be a 1-D array with one value per token of one text; got shape "
-            f"{arr.shape} -- score texts one at a time"
-        )
-    if arr.size == 0:
-        raise ValueError(f"{name}: got 0 tokens; {_EMPTY_HINT}")
-    bad = np.flatnonzero(~np.isfinite(arr))
-    if bad.size:
-        raise ValueError(
-            f"{name} has {bad.size} non-finite value(s) (first at position {bad[0]}: {arr[bad[0]]}); "
-            "expected finite natural-log values -- check the model output for this text "
-            "(a -inf is a token given probability 0, a NaN an overflow in low precision)"
-        )
-    return arr
+    """``values`` (the tokens of one text) as a non-empty, finite, 1-D float64 array, else a ValueError naming ``name``."""
+    return finite_vector(
+        values,
+        name,
+        not_1d="{name} must be a 1-D array with one value per token of one text; got shape {shape} -- score texts "
+        "one at a time",
+        empty="{name}: got 0 tokens; " + _EMPTY_HINT,
+        non_finite="{name} has {count} non-finite value(s) (first at position {first}: {value}); expected finite "
+        "natural-log values -- check the model output for this text (a -inf is a token given probability 0, a NaN "
+        "an overflow in low precision)",
+    )
 
 
 def _same_length(first: np.ndarray, first_name: str, other: np.ndarray, other_name: str) -> None:

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ._checks import finite_vector
+
 
 __all__ = ["DEFAULT_MATCH_TOLERANCE", "approximate_mu_sigma"]
 
@@ -143,18 +145,15 @@ def approximate_mu_sigma(
 
 
 def _finite_1d(values, name: str) -> np.ndarray:
-    try:
-        arr = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be an array of numbers; could not convert it ({exc})") from exc
-    if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-D array with one value per scored token; got shape {arr.shape}")
-    bad = np.flatnonzero(~np.isfinite(arr))
-    if bad.size:
-        raise ValueError(
-            f"{name}[{bad[0]}] is {arr[bad[0]]}; expected finite natural-log probabilities of the actual tokens"
-        )
-    return arr
+    """``values`` (one per scored token) as a non-empty, finite, 1-D float64 array."""
+    shape = "{name} must be a non-empty 1-D array with one value per scored token; got shape {shape}"
+    return finite_vector(
+        values,
+        name,
+        not_1d=shape,
+        empty=shape,
+        non_finite="{name}[{first}] is {value}; expected finite natural-log probabilities of the actual tokens",
+    )
 
 
 def _top_row(row, position: int, tolerance: float) -> np.ndarray:

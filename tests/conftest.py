@@ -103,16 +103,56 @@ def tiny_table(tiny_model, tmp_path_factory) -> Path:
     return build_table_for(tiny_model, tmp_path_factory.mktemp("tables") / "tiny.npz")
 
 
-def run_lm_eval(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
-    """Run the real ``lm_eval`` console script of this environment."""
+#: lm-eval's command line with the pdd backends registered (``--model hf-pdd``).
+PDD_BACKENDS_CLI = [sys.executable, "-m", "pdd_tasks.backends"]
+
+
+def run_lm_eval(
+    args: list[str], cwd: Path, check: bool = True, command: list[str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run the real ``lm_eval`` console script of this environment (or ``command``, e.g.
+    :data:`PDD_BACKENDS_CLI`)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    executable = Path(sys.executable).with_name("lm_eval")
-    process = subprocess.run([str(executable), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    command = command or [str(Path(sys.executable).with_name("lm_eval"))]
+    process = subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     if check and process.returncode != 0:
         raise AssertionError(
             f"lm_eval failed ({process.returncode}):\n{process.stdout[-4000:]}\n{process.stderr[-8000:]}"
         )
     return process
+
+
+def harness_args(
+    model_args: str,
+    tasks: str,
+    out: Path,
+    *,
+    model: str = "hf",
+    include: Path | str | None = None,
+    batch_size: int | str | None = None,
+    metadata: dict | None = None,
+    limit: int | None = None,
+    device: str | None = None,
+    log_samples: bool = True,
+) -> list[str]:
+    """The ``lm_eval`` arguments of a run of ``tasks`` (pdd tasks unless ``include`` says otherwise)."""
+    args = ["--model", model, "--model_args", model_args]
+    if device:
+        args += ["--device", device]
+    args += ["--include_path", str(include or tasks_path()), "--tasks", tasks]
+    if batch_size is not None:
+        args += ["--batch_size", str(batch_size)]
+    if metadata is not None:
+        args += ["--metadata", json.dumps(metadata)]
+    if limit:
+        args += ["--limit", str(limit)]
+    args += ["--output_path", str(out)]
+    return args + (["--log_samples"] if log_samples else [])
+
+
+def cpu_float32(model_dir: Path) -> str:
+    """``--model_args`` of the HF backend for a model directory, in float32 (the tests' exact setting)."""
+    return f"pretrained={model_dir},dtype=float32"
 
 
 def read_samples(output_dir: Path, task: str) -> list[dict]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run_lm_eval, tasks_path, wikimia_rows
+from conftest import cpu_float32, harness_args, run_lm_eval, wikimia_rows
 
 from pdd_tasks.loading.benchmark_data import DatasetError, normalise_rows
 from pdd_tasks.registry import ScoringSettings
@@ -56,28 +56,11 @@ def test_bad_settings_are_refused(metadata, message):
 
 def lm_eval_custom(model_dir, data, out, metadata, check=True):
     out.parent.mkdir(parents=True, exist_ok=True)
-    return run_lm_eval(
-        [
-            "--model",
-            "hf",
-            "--model_args",
-            f"pretrained={model_dir},dtype=float32",
-            "--device",
-            "cpu",
-            "--include_path",
-            tasks_path(),
-            "--tasks",
-            "pdd_custom",
-            "--batch_size",
-            "4",
-            "--metadata",
-            json.dumps({"data_files": str(data), **metadata}),
-            "--output_path",
-            str(out),
-        ],
-        cwd=out.parent,
-        check=check,
+    meta = {"data_files": str(data), **metadata}
+    args = harness_args(
+        cpu_float32(model_dir), "pdd_custom", out, device="cpu", batch_size=4, metadata=meta, log_samples=False
     )
+    return run_lm_eval(args, cwd=out.parent, check=check)
 
 
 def write_jsonl(path, items):

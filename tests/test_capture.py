@@ -55,6 +55,42 @@ def test_install_is_idempotent():
     assert first._pdd_capture
 
 
+def test_hf_pdd_is_a_registered_hflm_with_the_grafted_method():
+    from lm_eval.api.registry import get_model
+
+    from pdd_tasks.backends.hf import PerTokenHFLM
+
+    assert get_model("hf-pdd") is PerTokenHFLM
+    assert issubclass(PerTokenHFLM, HFLM)
+    assert get_model("hf") is HFLM  # registering hf-pdd leaves lm-eval's own names in place
+    install_hf_capture()
+    assert HFLM.loglikelihood is PerTokenHFLM.loglikelihood  # one implementation, two ways in
+
+
+def test_mixed_requests_keep_their_order_and_stock_answers(tiny_model):
+    """Per-token and stock requests in one call: stock answers as HFLM gives them alone, in order."""
+    from lm_eval.api.instance import Instance
+
+    from pdd_tasks.backends.base import PerTokenRequest
+    from pdd_tasks.backends.hf import STOCK_LOGLIKELIHOOD, PerTokenHFLM
+
+    lm = PerTokenHFLM(pretrained=str(tiny_model), batch_size=2, device="cpu")
+    meta = ("t", 0, 1)
+    stock = [
+        Instance("loglikelihood", {}, ("The cat", " sat on the mat."), 0, meta),
+        Instance("loglikelihood", {}, ("One, two,", " three."), 0, meta),
+    ]
+    texts = ["A short text to score.", "Another, somewhat longer, text to score after the start token."]
+    per_token = [PerTokenRequest("loglikelihood", {}, ("", text), 0, meta) for text in texts]
+    mixed = [per_token[0], stock[0], per_token[1], stock[1]]
+    answers = lm.loglikelihood(mixed, disable_tqdm=True)
+    assert [type(a) is TokenScores for a in answers] == [True, False, True, False]
+    assert STOCK_LOGLIKELIHOOD.__module__ == "lm_eval.models.huggingface"  # HFLM's own method, not a graft
+    assert answers[1::2] == STOCK_LOGLIKELIHOOD(lm, stock, disable_tqdm=True)
+    for answer, text in zip(answers[0::2], texts, strict=True):
+        assert answer.token_ids.tolist() == lm.tok_encode(text, add_special_tokens=False)
+
+
 def test_backend_without_token_logprobs_is_named():
     task = TaskManager(include_path=tasks_path()).load("pdd_wikimia_32")["tasks"]["pdd_wikimia_32"]
     doc = next(iter(task.test_docs()))

@@ -10,8 +10,11 @@ import numpy as np
 import pytest
 import torch
 from conftest import (
+    PDD_BACKENDS_CLI,
     build_table_for,
     build_tiny_model,
+    cpu_float32,
+    harness_args,
     read_results,
     read_samples,
     run_lm_eval,
@@ -29,30 +32,31 @@ from pdd_tasks.registry import DEFAULT_METHODS
 LIMIT = 24
 
 
-def run_pdd(model_dir, table, out, task="pdd_wikimia_32", batch_size=1, limit=LIMIT, metadata=None, include=None):
+def run_pdd(
+    model_dir,
+    table,
+    out,
+    task="pdd_wikimia_32",
+    batch_size=1,
+    limit=LIMIT,
+    metadata=None,
+    include=None,
+    model="hf",
+    command=None,
+):
     meta = {"freq_table": str(table), **(metadata or {})}
-    args = [
-        "--model",
-        "hf",
-        "--model_args",
-        f"pretrained={model_dir},dtype=float32",
-        "--device",
-        "cpu",
-        "--include_path",
-        str(include or tasks_path()),
-        "--tasks",
+    args = harness_args(
+        cpu_float32(model_dir),
         task,
-        "--batch_size",
-        str(batch_size),
-        "--metadata",
-        json.dumps(meta),
-        "--output_path",
-        str(out),
-        "--log_samples",
-    ]
-    if limit:
-        args += ["--limit", str(limit)]
-    return run_lm_eval(args, cwd=out.parent)
+        out,
+        model=model,
+        include=include,
+        batch_size=batch_size,
+        metadata=meta,
+        limit=limit,
+        device="cpu",
+    )
+    return run_lm_eval(args, cwd=out.parent, command=command)
 
 
 def direct_token_stats(model, tokenizer, text):
@@ -113,6 +117,31 @@ def test_scores_do_not_depend_on_batch_size(runs):
     for doc_id in one:
         for method in DEFAULT_METHODS:
             assert eight[doc_id][method] == pytest.approx(one[doc_id][method], abs=1e-5)
+
+
+def test_batch_size_auto_gives_the_same_scores(runs, tiny_model, tiny_table, tmp_path):
+    """``--batch_size auto``: HFLM's batch-size probe reads the pdd requests (it crashed on them once)."""
+    out = tmp_path / "out"
+    process = run_pdd(tiny_model, tiny_table, out, batch_size="auto")
+    assert "Determined largest batch size" in process.stdout  # the probe ran on the pdd requests
+    auto = scores_by_doc(read_samples(out, "pdd_wikimia_32"))
+    one = scores_by_doc(read_samples(runs[1], "pdd_wikimia_32"))
+    assert auto.keys() == one.keys()
+    for doc_id in one:
+        assert auto[doc_id] == pytest.approx(one[doc_id], abs=1e-5)
+
+
+def test_hf_pdd_model_name(runs, tiny_model, tiny_table, tmp_path):
+    """``--model hf-pdd`` (lm-eval's CLI after importing pdd_tasks.backends) scores as ``--model hf``."""
+    out = tmp_path / "out"
+    run_pdd(tiny_model, tiny_table, out, batch_size=8, model="hf-pdd", command=PDD_BACKENDS_CLI)
+    results = read_results(out)
+    assert results["config"]["model"] == "hf-pdd"
+    assert results["configs"]["pdd_wikimia_32"]["metadata"]["token_scores"]["backend"] == "hf"
+    pdd = scores_by_doc(read_samples(out, "pdd_wikimia_32"))
+    stock = scores_by_doc(read_samples(runs[8], "pdd_wikimia_32"))
+    assert pdd.keys() == stock.keys()
+    assert pdd == stock  # the same code on the same batches: identical numbers
 
 
 def test_results_json_has_every_method_and_metric(runs, tiny_table):
@@ -188,23 +217,9 @@ def test_stock_task_answers_unchanged_by_plugin(tiny_model, tiny_table, tmp_path
         alone = tmp_path / f"alone{batch_size}" / "out"
         alone.parent.mkdir()
         run_lm_eval(
-            [
-                "--model",
-                "hf",
-                "--model_args",
-                f"pretrained={tiny_model},dtype=float32",
-                "--device",
-                "cpu",
-                "--include_path",
-                str(stock_only),
-                "--tasks",
-                "local_choice",
-                "--batch_size",
-                str(batch_size),
-                "--output_path",
-                str(alone),
-                "--log_samples",
-            ],
+            harness_args(
+                cpu_float32(tiny_model), "local_choice", alone, include=stock_only, batch_size=batch_size, device="cpu"
+            ),
             cwd=alone.parent,
         )
         together = tmp_path / f"together{batch_size}" / "out"

@@ -22,7 +22,7 @@ from completions_support import (
     server_stats,
     stock_server,
 )
-from conftest import read_results, read_samples, run_lm_eval, tasks_path
+from conftest import harness_args, read_results, read_samples, run_lm_eval
 
 
 LIMIT = 8  # pdd_wikimia_32 docs: 16 texts with their lowercased copies
@@ -64,49 +64,16 @@ def server():
 @pytest.fixture(scope="module")
 def hf_scores(model_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("hf")
-    run_lm_eval(
-        [
-            "--model",
-            "hf",
-            "--model_args",
-            f"pretrained={model_dir}",
-            "--batch_size",
-            "8",
-            "--include_path",
-            tasks_path(),
-            "--tasks",
-            "pdd_wikimia_32",
-            "--limit",
-            str(LIMIT),
-            "--output_path",
-            str(out),
-            "--log_samples",
-        ],
-        cwd=out,
-    )
+    run_lm_eval(harness_args(f"pretrained={model_dir}", "pdd_wikimia_32", out, batch_size=8, limit=LIMIT), cwd=out)
     return per_doc_scores(out)
 
 
 def test_local_completions_scores_agree_with_hf_backend(server, model_dir, hf_scores, tmp_path):
     before = server_stats(server)
-    run_lm_eval(
-        [
-            "--model",
-            "local-completions",
-            "--model_args",
-            completions_model_args(server, model_dir),
-            "--include_path",
-            tasks_path(),
-            "--tasks",
-            "pdd_wikimia_32",
-            "--limit",
-            str(LIMIT),
-            "--output_path",
-            str(tmp_path),
-            "--log_samples",
-        ],
-        cwd=tmp_path,
+    args = harness_args(
+        completions_model_args(server, model_dir), "pdd_wikimia_32", tmp_path, model="local-completions", limit=LIMIT
     )
+    run_lm_eval(args, cwd=tmp_path)
     after = server_stats(server)
     # One prompt per text (each doc's text and its lowercased copy) plus the one probe request.
     assert after["prompts"] - before["prompts"] == 2 * LIMIT + 1
@@ -138,24 +105,15 @@ def test_local_completions_scores_agree_with_hf_backend(server, model_dir, hf_sc
 
 def test_stock_llama_cpp_server_is_refused_with_its_faults_named(model_dir, tmp_path):
     with stock_server() as url:
-        process = run_lm_eval(
-            [
-                "--model",
-                "local-completions",
-                "--model_args",
-                completions_model_args(url, model_dir),
-                "--include_path",
-                tasks_path(),
-                "--tasks",
-                "pdd_wikimia_32",
-                "--limit",
-                "4",
-                "--output_path",
-                str(tmp_path),
-            ],
-            cwd=tmp_path,
-            check=False,
+        args = harness_args(
+            completions_model_args(url, model_dir),
+            "pdd_wikimia_32",
+            tmp_path,
+            model="local-completions",
+            limit=4,
+            log_samples=False,
         )
+        process = run_lm_eval(args, cwd=tmp_path, check=False)
     output = process.stdout + process.stderr
     assert process.returncode != 0
     assert "ServerCheckError" in output

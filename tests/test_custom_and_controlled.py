@@ -14,10 +14,11 @@ from conftest import (
     SHARED,
     build_table_for,
     build_tiny_model,
+    cpu_float32,
+    harness_args,
     read_results,
     read_samples,
     run_lm_eval,
-    tasks_path,
     train_on,
     wikimia_rows,
 )
@@ -37,29 +38,8 @@ def lm_eval_pdd(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 def run_task(model_dir, out, task, metadata, check=True):
     out.parent.mkdir(parents=True, exist_ok=True)
-    return run_lm_eval(
-        [
-            "--model",
-            "hf",
-            "--model_args",
-            f"pretrained={model_dir},dtype=float32",
-            "--device",
-            "cpu",
-            "--include_path",
-            tasks_path(),
-            "--tasks",
-            task,
-            "--batch_size",
-            "8",
-            "--metadata",
-            json.dumps(metadata),
-            "--output_path",
-            str(out),
-            "--log_samples",
-        ],
-        cwd=out.parent,
-        check=check,
-    )
+    args = harness_args(cpu_float32(model_dir), task, out, device="cpu", batch_size=8, metadata=metadata)
+    return run_lm_eval(args, cwd=out.parent, check=check)
 
 
 def write_texts(path, texts, **extra):

@@ -70,7 +70,8 @@ except Exception:  # noqa: BLE001 (not installed, or CUDA-only parts fail to imp
 
         def append_fast(self, token_ids, logprobs, ranks, decoded_tokens) -> None:
             self.start_indices.append(len(self.logprobs))
-            for token_id, logprob, rank, decoded_token in zip(token_ids, logprobs, ranks, decoded_tokens, strict=True):
+            # not strict: vLLM passes decoded_tokens as itertools.repeat(None) when it does not detokenize
+            for token_id, logprob, rank, decoded_token in zip(token_ids, logprobs, ranks, decoded_tokens, strict=False):
                 self.token_ids.append(token_id)
                 self.logprobs.append(logprob)
                 self.ranks.append(rank)
@@ -104,7 +105,7 @@ except Exception:  # noqa: BLE001 (not installed, or CUDA-only parts fail to imp
             request_logprobs.append(
                 {
                     token_id: Logprob(logprob=logprob, rank=rank, decoded_token=token)
-                    for token_id, logprob, rank, token in zip(token_ids, logprobs, ranks, decoded_tokens, strict=True)
+                    for token_id, logprob, rank, token in zip(token_ids, logprobs, ranks, decoded_tokens, strict=False)
                 }
             )
 

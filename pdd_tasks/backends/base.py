@@ -4,18 +4,25 @@ lm-eval backends answer a loglikelihood request with ``(sum_logprob, is_greedy)`
 per-token values away. The pdd tasks send :class:`PerTokenRequest` s instead, and each backend's
 capture (:mod:`pdd_tasks.backends.hf`, :mod:`pdd_tasks.backends.vllm`,
 :mod:`pdd_tasks.backends.completions`) answers them with a :class:`TokenScores`: the same tuple,
-carrying the arrays as attributes. :func:`wrap_loglikelihood` routes the pdd requests of a run to
-the capture and every other request to the stock method, unchanged.
+carrying the arrays as attributes. :func:`route_requests` (grafted by :func:`wrap_loglikelihood`)
+sends the pdd requests of a run to the capture and every other request to the stock method,
+unchanged. Every capture answers with the same loop, :func:`answer_per_token`: encode each text after
+the start token (:func:`encode_text`, within the backend's :class:`ContextLimit`), sort and batch as
+lm-eval does, answer a batch (the only backend-specific step), feed the cache hook, restore the order.
+See docs/architecture.md.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import logging
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from lm_eval.api.instance import Instance
+from tqdm import tqdm
 
 
 logger = logging.getLogger(__name__)
@@ -93,27 +100,163 @@ def check_lm_eval_version() -> None:
         )
 
 
+def route_requests(lm, requests: list, stock_loglikelihood, score_per_token, disable_tqdm: bool = False, **kwargs):
+    """Answer a run's loglikelihood requests: :class:`PerTokenRequest` s by ``score_per_token``, the others
+    by ``stock_loglikelihood``, in one call each, and the answers back in request order.
+
+    Args:
+        lm: the model object (``self`` of its ``loglikelihood``).
+        requests: the requests lm-eval passes to ``loglikelihood``, of any type.
+        stock_loglikelihood: the backend's own, unbound ``loglikelihood`` (``(sum_logprob, is_greedy)``).
+        score_per_token: ``score_per_token(lm, requests, disable_tqdm=...)``, a list of
+            :class:`TokenScores` in request order.
+        disable_tqdm: passed to both.
+        **kwargs: passed to ``stock_loglikelihood`` unchanged.
+
+    Returns:
+        One answer per request, in request order; requests of other types get exactly the stock answer.
+    """
+    wants_tokens = [isinstance(request, PerTokenRequest) for request in requests]
+    if not any(wants_tokens):
+        return stock_loglikelihood(lm, requests, disable_tqdm=disable_tqdm, **kwargs)
+    others = [request for request, wants in zip(requests, wants_tokens, strict=True) if not wants]
+    stock = iter(stock_loglikelihood(lm, others, disable_tqdm=disable_tqdm, **kwargs) if others else ())
+    per_token = [request for request, wants in zip(requests, wants_tokens, strict=True) if wants]
+    captured = iter(score_per_token(lm, per_token, disable_tqdm=disable_tqdm))
+    return [next(captured) if wants else next(stock) for wants in wants_tokens]
+
+
+def is_grafted(method) -> bool:
+    """Whether ``method`` is one of this package's wrappers (what makes every install idempotent)."""
+    return getattr(method, "_pdd_capture", False)
+
+
+def graft(cls: type, name: str, method) -> None:
+    """Set ``cls.<name> = method``, marked as grafted (:func:`is_grafted`); a method without a
+    docstring takes the stock one."""
+    method._pdd_capture = True
+    if method.__doc__ is None:
+        method.__doc__ = getattr(getattr(cls, name), "__doc__", None)
+    setattr(cls, name, method)
+
+
 def wrap_loglikelihood(cls: type, score_per_token) -> None:
     """Make ``cls.loglikelihood`` answer :class:`PerTokenRequest` s with
     ``score_per_token(lm, requests, disable_tqdm=...)`` (a list of :class:`TokenScores`, in request
-    order); every other request goes to the stock method, in one call, unchanged. Idempotent."""
-    if getattr(cls.loglikelihood, "_pdd_capture", False):
+    order); every other request goes to the stock method, in one call, unchanged. Idempotent.
+
+    Args:
+        cls: a backend class (lm-eval's ``VLLM``, ``LocalCompletionsAPI``, ...).
+        score_per_token: the backend's per-token capture (:func:`answer_per_token` inside).
+    """
+    if is_grafted(cls.loglikelihood):
         return
     stock_loglikelihood = cls.loglikelihood
 
     def loglikelihood(self, requests, disable_tqdm: bool = False, **kwargs):
-        wants_tokens = [isinstance(request, PerTokenRequest) for request in requests]
-        if not any(wants_tokens):
-            return stock_loglikelihood(self, requests, disable_tqdm=disable_tqdm, **kwargs)
-        others = [request for request, wants in zip(requests, wants_tokens, strict=True) if not wants]
-        stock = iter(stock_loglikelihood(self, others, disable_tqdm=disable_tqdm, **kwargs) if others else ())
-        per_token = [request for request, wants in zip(requests, wants_tokens, strict=True) if wants]
-        captured = iter(score_per_token(self, per_token, disable_tqdm=disable_tqdm))
-        return [next(captured) if wants else next(stock) for wants in wants_tokens]
+        return route_requests(self, requests, stock_loglikelihood, score_per_token, disable_tqdm, **kwargs)
 
-    loglikelihood._pdd_capture = True
-    loglikelihood.__doc__ = stock_loglikelihood.__doc__
-    cls.loglikelihood = loglikelihood
+    graft(cls, "loglikelihood", loglikelihood)
+
+
+class EncodedText(NamedTuple):
+    """One per-token request, encoded: lm-eval's ``(key, context tokens, continuation tokens)`` shape.
+
+    HFLM's batch-size probe (``_detect_batch_size``, ``--batch_size auto``) unpacks the longest item
+    as ``_, context_enc, continuation_enc``, so the item has exactly these three fields.
+    """
+
+    index: int  # position of the request in the list being answered
+    context: list[int]  # the start token x_0 (or the text's own first token)
+    tokens: list[int]  # the scored tokens x_1..x_n, after truncation
+
+
+def answer_per_token(
+    lm,
+    requests: list[PerTokenRequest],
+    fit: ContextLimit,
+    answer_batch: Callable[[list[EncodedText], list[int]], list[TokenScores]],
+    *,
+    desc: str,
+    disable_tqdm: bool = False,
+    batches: Callable | None = None,
+    map_batches: Callable = map,
+) -> list[TokenScores]:
+    """The per-token answering loop every capture shares, as lm-eval's ``_loglikelihood_tokens`` runs it.
+
+    Encodes every request, warns once about truncated texts, sorts longest first with lm-eval's
+    ``Collator`` (key ``(-len(context + tokens), tuple(context + tokens))``, as stock), cuts the sorted
+    list into batches, answers each batch, feeds every answer to the cache hook (``--use_cache``) and
+    returns the answers in request order.
+
+    Args:
+        lm: the model object (its ``cache_hook`` and, for the progress bar, ``rank`` are read).
+        requests: the per-token requests to answer.
+        fit: how many text tokens fit the backend's context (:func:`encode_text`).
+        answer_batch: ``(batch, cuts) -> answers``, one :class:`TokenScores` per item of the batch,
+            in batch order (``cuts``: tokens cut from each item's text).
+        desc: progress-bar label.
+        disable_tqdm: hide the progress bar.
+        batches: ``Collator -> iterable of batches``; default: the whole sorted list as one batch.
+        map_batches: how batches are run: ``map`` (one after another) or a thread pool's ``map``.
+
+    Returns:
+        One :class:`TokenScores` per request, in request order.
+    """
+    from lm_eval.models.utils import Collator
+
+    encoded, cuts = [], []
+    for index, request in enumerate(requests):
+        context, tokens, cut = encode_text(lm, request, fit)
+        encoded.append(EncodedText(index, context, tokens))
+        cuts.append(cut)
+    truncated = [item for item, cut in zip(encoded, cuts, strict=True) if cut]
+    if truncated:
+        logger.warning(
+            "%d text(s) were longer than %s and were truncated to their first %d tokens, as asked with truncate=true.",
+            len(truncated),
+            fit.window,
+            max(len(item.tokens) for item in truncated),
+        )
+    order = Collator(
+        encoded, sort_fn=lambda item: (-len(item.context + item.tokens), tuple(item.context + item.tokens))
+    )
+    pbar = tqdm(total=len(encoded), disable=disable_tqdm or getattr(lm, "rank", 0) != 0, desc=desc)
+
+    def run(batch: list[EncodedText]) -> list[TokenScores]:
+        answers = answer_batch(batch, [cuts[item.index] for item in batch])
+        for item, answer in zip(batch, answers, strict=True):
+            lm.cache_hook.add_partial("loglikelihood", requests[item.index].args, answer)
+        pbar.update(len(batch))
+        return answers
+
+    chosen = batches(order) if batches is not None else order.get_batched(n=0)
+    answers = [answer for batch_answers in map_batches(run, chosen) for answer in batch_answers]
+    pbar.close()
+    return order.get_original(answers)
+
+
+def answer_groups(
+    requests: list[PerTokenRequest], key: Callable[[PerTokenRequest], Hashable], answer_group: Callable
+) -> list[TokenScores]:
+    """Answer requests group by group, e.g. one group per number of top-k log-probs asked.
+
+    Args:
+        requests: the per-token requests.
+        key: the group of a request (groups are answered in order of first appearance).
+        answer_group: ``(key value, the group's requests) -> their answers``, in order.
+
+    Returns:
+        One answer per request, in request order.
+    """
+    groups: dict = {}
+    for index, request in enumerate(requests):
+        groups.setdefault(key(request), []).append(index)
+    results: list[TokenScores | None] = [None] * len(requests)
+    for value, indices in groups.items():
+        for index, answer in zip(indices, answer_group(value, [requests[i] for i in indices]), strict=True):
+            results[index] = answer
+    return results
 
 
 def split_after_start_token(lm, request: PerTokenRequest) -> tuple[list[int], list[int]]:
@@ -137,15 +280,46 @@ def split_after_start_token(lm, request: PerTokenRequest) -> tuple[list[int], li
     return tokens[:1], tokens[1:]
 
 
-def fit_text(request: PerTokenRequest, tokens: list[int], room: int, limit: str, fixes: str) -> tuple[list[int], int]:
-    """``(tokens, number cut)``: a text's ``tokens`` cut to their first ``room`` if the request allows
-    truncation; a longer text is otherwise a :class:`TextTooLongError`, saying that it has "more than"
-    ``limit`` and suggesting ``fixes`` or truncation. Shared by the hf, vLLM and API captures."""
-    truncated = max(0, len(tokens) - room)
+@dataclass(frozen=True)
+class ContextLimit:
+    """How many text tokens a backend can score after the start token, and how to say so.
+
+    Attributes:
+        room: the most text tokens (x_1..x_n) that fit.
+        limit: what a longer text has "more than", for the error ("the model's context window of 2048 tokens").
+        fixes: what the user can do, for the error (truncation is always offered).
+        window: what a truncated text was longer than, for the warning ("the context window (2048 tokens)").
+    """
+
+    room: int
+    limit: str
+    fixes: str
+    window: str
+
+
+def encode_text(lm, request: PerTokenRequest, fit: ContextLimit) -> tuple[list[int], list[int], int]:
+    """``(start token, text tokens, number cut)`` of a per-token request, as every capture scores it.
+
+    The tokens are those of stock ``TemplateLM.loglikelihood`` for an empty context
+    (:func:`split_after_start_token`); a text longer than ``fit.room`` tokens is cut to its first
+    ``fit.room`` if the request allows truncation, and is otherwise a :class:`TextTooLongError` that says
+    it has "more than" ``fit.limit`` and suggests ``fit.fixes`` or truncation.
+
+    Raises:
+        ValueError: the text is only the start token (nothing to score).
+        TextTooLongError: the text does not fit and truncation is not allowed.
+    """
+    context, tokens = split_after_start_token(lm, request)
+    if not tokens:
+        raise ValueError(
+            f"{request.task_name} doc {request.doc_id}: the text is only the start token; there is "
+            f"nothing to score. Remove it from the dataset."
+        )
+    truncated = max(0, len(tokens) - fit.room)
     if truncated and not request.truncate:
         raise TextTooLongError(
-            f"{request.task_name} doc {request.doc_id}: the text has {len(tokens)} tokens, more than {limit}. "
-            f"{fixes}, or allow truncation with --metadata '{{\"truncate\": true}}' (keeps the first {room} "
+            f"{request.task_name} doc {request.doc_id}: the text has {len(tokens)} tokens, more than {fit.limit}. "
+            f"{fit.fixes}, or allow truncation with --metadata '{{\"truncate\": true}}' (keeps the first {fit.room} "
             f"tokens of each long text)."
         )
-    return (tokens[:room] if truncated else tokens), truncated
+    return context, (tokens[: fit.room] if truncated else tokens), truncated

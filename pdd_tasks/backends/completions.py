@@ -26,6 +26,7 @@ Every other request of the run goes to the stock method unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from concurrent.futures import ThreadPoolExecutor
@@ -35,12 +36,14 @@ import numpy as np
 
 from pdd_metrics.topk import approximate_mu_sigma
 from pdd_tasks.backends.base import (
+    ContextLimit,
+    EncodedText,
     ModelInfo,
     PerTokenRequest,
     TokenScores,
+    answer_groups,
+    answer_per_token,
     check_lm_eval_version,
-    fit_text,
-    split_after_start_token,
     wrap_loglikelihood,
 )
 
@@ -168,18 +171,16 @@ def api_model_info(lm, k: int) -> ModelInfo:
     return cache[k]
 
 
-def _encode(lm, request: PerTokenRequest) -> tuple[list[int], list[int], int]:
-    """Prompt tokens as stock ``TemplateLM.loglikelihood`` builds them for an empty context."""
-    context_enc, continuation_enc = split_after_start_token(lm, request)
-    continuation_enc, truncated = fit_text(
-        request,
-        continuation_enc,
-        room=lm.max_length - len(context_enc),  # lm.max_length already keeps one token for generation
+def _context_limit(lm) -> ContextLimit:
+    """How many text tokens fit a prompt: the client's ``max_length`` already keeps one token for the
+    generated one, and the start token takes another."""
+    return ContextLimit(
+        room=lm.max_length - 1,
         limit=f"fit the client's max_length ({lm.max_length + 1} tokens, one kept for the generated token "
         f"and one for the start token)",
         fixes="Pass the server's context length with --model_args ...,max_length=<n>, score shorter texts",
+        window=f"max_length ({lm.max_length + 1} tokens)",
     )
-    return context_enc, continuation_enc, truncated
 
 
 def _payload(lm, prompts: list[list[int]], k: int) -> dict:
@@ -260,44 +261,20 @@ def check_server(lm, k: int) -> ProbeReport:
     alternatives, the two values agree; and at the positions the model predicts confidently, the
     most likely alternative at position i is prompt token i, not token i + 1 (a server that reports
     the next position's distribution, as llama-cpp-python's stock server does, fails here).
-    """
-    import requests
 
+    Args:
+        lm: the ``LocalCompletionsAPI`` client (its URL, tokenizer and request settings are used).
+        k: the number of top alternatives per position to ask for.
+
+    Returns:
+        What the probe found (:class:`ProbeReport`).
+
+    Raises:
+        ServerCheckError: the server cannot be reached, refuses the request, or fails a check.
+    """
     ids = [lm.prefix_token_id, *lm.tok_encode(PROBE_TEXT, add_special_tokens=False)]
     where = f"the completions server at {lm.base_url}"
-    try:
-        response = _post(lm, _payload(lm, [ids], k), retries=False)
-    except requests.ConnectionError as error:
-        raise ServerCheckError(f"cannot reach {where} ({error}). Start the server or fix base_url.") from error
-    except requests.HTTPError as error:
-        refusal = f"HTTP {error.response.status_code}: {_error_text(error.response)}"
-        # Same probe as text: tells a refusal of token ids from a refusal of the request itself.
-        text_payload = _payload(lm, [ids], k)
-        text_payload["prompt"] = lm.tokenizer.decode(ids)
-        try:
-            text_response = _post(lm, text_payload, retries=False)
-        except requests.RequestException:
-            raise ServerCheckError(
-                f"{where} refused the loglikelihood request (echo=true, logprobs={k}, max_tokens=1; {refusal}). "
-                f"If it limits the number of log-probs, ask for fewer with --metadata '{{\"topk_logprobs\": 5}}'; "
-                f"a server that rejects echo, or a chat-only API, cannot give prompt log-probs. Servers that work: "
-                f"{GOOD_SERVERS}."
-            ) from error
-        faults = [
-            f"it refuses prompts given as token ids ({refusal}), which is how the harness sends them "
-            f"(with tokenized_requests=False the server would re-tokenize text and the log-probs could not be "
-            f"matched to tokens)"
-        ]
-        try:
-            _probe_values(text_response, None, k)
-        except ServerCheckError as second:
-            faults.append(str(second))
-        raise ServerCheckError(
-            f"{where} cannot be used: " + "; and ".join(faults) + ". "
-            f"llama-cpp-python's stock server (python -m llama_cpp.server) has both faults "
-            f"(abetlen/llama-cpp-python#1983). Use a server that accepts token-id prompts and returns correct prompt "
-            f"log-probs: {GOOD_SERVERS}."
-        ) from error
+    response = _send_probe(lm, ids, k, where)
     try:
         report = _probe_values(response, ids, k, lm.tokenizer)
     except ServerCheckError as error:
@@ -314,6 +291,54 @@ def check_server(lm, k: int) -> ProbeReport:
     return report
 
 
+def _send_probe(lm, ids: list[int], k: int, where: str) -> dict:
+    """The server's answer to the probe prompt ``ids``; a connection failure or a refusal is a
+    :class:`ServerCheckError` that names the fault (see :func:`_diagnose_refusal`)."""
+    import requests
+
+    try:
+        return _post(lm, _payload(lm, [ids], k), retries=False)
+    except requests.ConnectionError as error:
+        raise ServerCheckError(f"cannot reach {where} ({error}). Start the server or fix base_url.") from error
+    except requests.HTTPError as error:
+        raise _diagnose_refusal(lm, ids, k, where, error) from error
+
+
+def _diagnose_refusal(lm, ids: list[int], k: int, where: str, error) -> ServerCheckError:
+    """Why the server refused the probe: the same probe sent as text tells a refusal of token-id
+    prompts from a refusal of the request itself (echo, logprobs), and shows whether the text answer
+    has faults of its own."""
+    import requests
+
+    refusal = f"HTTP {error.response.status_code}: {_error_text(error.response)}"
+    text_payload = _payload(lm, [ids], k)
+    text_payload["prompt"] = lm.tokenizer.decode(ids)
+    try:
+        text_response = _post(lm, text_payload, retries=False)
+    except requests.RequestException:
+        return ServerCheckError(
+            f"{where} refused the loglikelihood request (echo=true, logprobs={k}, max_tokens=1; {refusal}). "
+            f"If it limits the number of log-probs, ask for fewer with --metadata '{{\"topk_logprobs\": 5}}'; "
+            f"a server that rejects echo, or a chat-only API, cannot give prompt log-probs. Servers that work: "
+            f"{GOOD_SERVERS}."
+        )
+    faults = [
+        f"it refuses prompts given as token ids ({refusal}), which is how the harness sends them "
+        f"(with tokenized_requests=False the server would re-tokenize text and the log-probs could not be "
+        f"matched to tokens)"
+    ]
+    try:
+        _probe_values(text_response, None, k)
+    except ServerCheckError as second:
+        faults.append(str(second))
+    return ServerCheckError(
+        f"{where} cannot be used: " + "; and ".join(faults) + ". "
+        f"llama-cpp-python's stock server (python -m llama_cpp.server) has both faults "
+        f"(abetlen/llama-cpp-python#1983). Use a server that accepts token-id prompts and returns correct prompt "
+        f"log-probs: {GOOD_SERVERS}."
+    )
+
+
 def _error_text(response, limit: int = 160) -> str:
     """The first line of a server's error message (OpenAI format ``{"error": {"message": ...}}``)."""
     try:
@@ -325,19 +350,43 @@ def _error_text(response, limit: int = 160) -> str:
 
 
 def _probe_values(response: dict, ids: list[int] | None, k: int, tokenizer=None) -> ProbeReport:
-    """The probe's checks on one response; ``ids`` None: a text prompt (length from the response)."""
+    """The probe's checks on one response; ``ids`` None: a text prompt (length from the response).
+
+    Args:
+        response: the server's JSON answer to the probe.
+        ids: the probe's token ids, or None for a probe sent as text.
+        k: the number of alternatives asked for.
+        tokenizer: decodes ``ids`` when the server returns no token strings.
+
+    Returns:
+        What the probe found.
+
+    Raises:
+        ServerCheckError: the first check that fails, naming the fault.
+    """
     (choice,) = _choices(response, 1)
-    logprobs = choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else {}
-    if ids is not None:
-        length = len(ids)
-    else:  # a text prompt: the server's own count, else all echoed tokens but the generated one
-        usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
-        length = usage.get("prompt_tokens") or len(logprobs.get("tokens") or []) - 1
+    length = len(ids) if ids is not None else _text_prompt_length(response, choice)
     values, tops, tokens = _prompt_logprobs(choice, length)
     if tokens is None:
         if tokenizer is None:
             raise ServerCheckError("it returns no token strings (logprobs.tokens) with its log-probs")
         tokens = [tokenizer.decode([t]) for t in ids]
+    _check_logprob_values(values, length)
+    _check_consistency(values, tops, tokens, length)
+    aligned, ahead = _check_alignment(tops, tokens, length)
+    sizes = [len(t) for t in tops[1:length]]
+    return ProbeReport(length - 1, aligned, ahead, min(sizes), max(sizes))
+
+
+def _text_prompt_length(response: dict, choice: dict) -> int:
+    """Tokens of a prompt sent as text: the server's own count, else all echoed tokens but the generated one."""
+    logprobs = choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else {}
+    usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
+    return usage.get("prompt_tokens") or len(logprobs.get("tokens") or []) - 1
+
+
+def _check_logprob_values(values: list, length: int) -> None:
+    """Every prompt token after the first has a finite log-prob <= 0, and not all of them are 0."""
     bad = [
         i
         for i in range(1, length)
@@ -350,6 +399,11 @@ def _probe_values(response: dict, ids: list[int] | None, k: int, tokenizer=None)
         )
     if all(values[i] == 0 for i in range(1, length)):
         raise ServerCheckError("it returns a log-prob of 0.0 for every prompt token (no real prompt log-probs)")
+
+
+def _check_consistency(values: list, tops: list[dict], tokens: list[str], length: int) -> None:
+    """At each position, the prompt token's log-prob agrees with its own entry among the alternatives
+    (when listed) and is no larger than the best alternative."""
     inconsistent = []
     for i in range(1, length):
         own = tops[i].get(tokens[i])
@@ -365,6 +419,11 @@ def _probe_values(response: dict, ids: list[int] | None, k: int, tokenizer=None)
             f"positions (position {i}, token {tokens[i]!r}: {values[i]:.4f} vs alternatives "
             f"{dict(sorted(tops[i].items(), key=lambda kv: -kv[1])[:3])})"
         )
+
+
+def _check_alignment(tops: list[dict], tokens: list[str], length: int) -> tuple[int, int]:
+    """``(aligned, ahead)``: positions whose most likely alternative is the prompt token there, and
+    those where it is the next prompt token; a shifted server (ahead well above aligned) is an error."""
     top1 = [None] + [max(tops[i].items(), key=lambda kv: kv[1])[0] for i in range(1, length)]
     aligned = sum(top1[i] == tokens[i] for i in range(1, length))
     ahead = sum(top1[i] == tokens[i + 1] for i in range(1, length - 1))
@@ -381,8 +440,7 @@ def _probe_values(response: dict, ids: list[int] | None, k: int, tokenizer=None)
             aligned,
             length - 1,
         )
-    sizes = [len(t) for t in tops[1:length]]
-    return ProbeReport(length - 1, aligned, ahead, min(sizes), max(sizes))
+    return aligned, ahead
 
 
 def token_scores_from_choice(
@@ -403,52 +461,57 @@ def token_scores_from_choice(
     )
 
 
-def score_per_token_api(lm, requests: list[PerTokenRequest], disable_tqdm: bool = False) -> list[TokenScores]:
-    """Answer per-token requests with one prompt each (sorted, batched and sent concurrently as the
-    stock ``TemplateAPI._loglikelihood_tokens`` does), after one server check per k."""
-    from lm_eval.models.utils import Collator
-    from tqdm import tqdm
+def _answer_batch(lm, batch: list[EncodedText], cuts: list[int], k: int, info: ModelInfo) -> list[TokenScores]:
+    """One HTTP request for a batch of prompts (``logprobs`` = k); each text's values from its choice."""
+    prompts = [item.context + item.tokens for item in batch]
+    response = _post(lm, _payload(lm, prompts, k))
+    return [
+        token_scores_from_choice(choice, prompt, len(item.context), info, cut)
+        for item, prompt, cut, choice in zip(batch, prompts, cuts, _choices(response, len(batch)), strict=True)
+    ]
 
+
+def score_per_token_api(lm, requests: list[PerTokenRequest], disable_tqdm: bool = False) -> list[TokenScores]:
+    """Answer per-token requests with one prompt each, after one server check per k.
+
+    Args:
+        lm: lm-eval's ``LocalCompletionsAPI`` (or ``OpenAICompletionsAPI``).
+        requests: the per-token requests; grouped by the number of top-k log-probs they ask for.
+        disable_tqdm: hide the progress bar.
+
+    Returns:
+        One :class:`TokenScores` per request, in request order. Prompts are sorted, batched
+        (``batch_size`` per HTTP request) and sent concurrently (``num_concurrent``) as the stock
+        ``TemplateAPI._loglikelihood_tokens`` does.
+    """
     _check_client(lm)
     checked = lm.__dict__.setdefault("_pdd_server_checked", set())
-    results: list[TokenScores | None] = [None] * len(requests)
-    for k in sorted({request.topk_logprobs for request in requests}):
+
+    def answer_group(k: int, group: list[PerTokenRequest]) -> list[TokenScores]:
         if k not in checked:
             check_server(lm, k)
             checked.add(k)
         info = api_model_info(lm, k)
-        group = [i for i, request in enumerate(requests) if request.topk_logprobs == k]
-        encoded = [(i, requests[i].args, *_encode(lm, requests[i])) for i in group]
-        cut = sum(1 for *_, c in encoded if c)
-        if cut:
-            logger.warning(
-                "%d text(s) were longer than max_length and were truncated, as asked with truncate=true.", cut
+        sent = []  # one entry per HTTP request (list.append is atomic across the pool's threads)
+
+        def answer_batch(batch, cuts):
+            sent.append(len(batch))
+            return _answer_batch(lm, batch, cuts, k, info)
+
+        concurrent = lm._concurrent > 1
+        with ThreadPoolExecutor(max_workers=lm._concurrent) if concurrent else contextlib.nullcontext() as pool:
+            answers = answer_per_token(
+                lm,
+                group,
+                _context_limit(lm),
+                answer_batch,
+                desc="Scoring texts (per-token log-probs, API)",
+                disable_tqdm=disable_tqdm,
+                batches=lambda order: list(order.get_batched(n=lm._batch_size)),
+                map_batches=pool.map if concurrent else map,
             )
-        re_ord = Collator(encoded, sort_fn=lambda req: (-len(req[2] + req[3]), tuple(req[2] + req[3])))
-        batches = list(re_ord.get_batched(n=lm._batch_size))
-        pbar = tqdm(total=len(encoded), disable=disable_tqdm, desc="Scoring texts (per-token log-probs, API)")
+        lm._pdd_http_requests = getattr(lm, "_pdd_http_requests", 0) + len(sent)
+        logger.info("local-completions: %d texts scored with %d requests (k=%d).", len(group), len(sent), k)
+        return answers
 
-        def answer(batch, k=k, info=info, pbar=pbar):
-            prompts = [ctx + cont for _, _, ctx, cont, _ in batch]
-            response = _post(lm, _payload(lm, prompts, k))
-            out = []
-            for (index, args, ctx, _cont, c), prompt, choice in zip(
-                batch, prompts, _choices(response, len(batch)), strict=True
-            ):
-                scores = token_scores_from_choice(choice, prompt, len(ctx), info, c)
-                lm.cache_hook.add_partial("loglikelihood", args, scores)
-                out.append((index, scores))
-            pbar.update(len(batch))
-            return out
-
-        if lm._concurrent <= 1:
-            answered = [answer(batch) for batch in batches]
-        else:
-            with ThreadPoolExecutor(max_workers=lm._concurrent) as pool:
-                answered = list(pool.map(answer, batches))
-        pbar.close()
-        lm._pdd_http_requests = getattr(lm, "_pdd_http_requests", 0) + len(batches)
-        for index, scores in (pair for batch in answered for pair in batch):
-            results[index] = scores
-        logger.info("local-completions: %d texts scored with %d requests (k=%d).", len(encoded), len(batches), k)
-    return results
+    return answer_groups(requests, lambda request: request.topk_logprobs, answer_group)

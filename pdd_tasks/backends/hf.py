@@ -1,15 +1,21 @@
-"""Per-token log-prob capture for lm-eval's stock HF backend (``--model hf``).
+"""Per-token log-prob capture for lm-eval's HF backend: ``--model hf-pdd``, and ``--model hf`` through a graft.
 
 Every lm-eval backend answers a loglikelihood request with ``(sum_logprob, is_greedy)`` and
 throws the per-token values away. The pdd tasks need them (and, for Min-K%++, the mean and
 standard deviation of the log-prob distribution at every position), so they send
-:class:`PerTokenRequest` instances, and :func:`install_hf_capture` teaches ``HFLM.loglikelihood``
-to answer those with a :class:`TokenScores`: the same ``(sum_logprob, is_greedy)`` tuple, carrying
-the arrays as attributes. All other requests of the run go to the stock method, unchanged.
+:class:`~pdd_tasks.backends.base.PerTokenRequest` instances. :class:`PerTokenHFLM` is lm-eval's
+``HFLM`` whose ``loglikelihood`` answers those with a :class:`~pdd_tasks.backends.base.TokenScores`:
+the same ``(sum_logprob, is_greedy)`` tuple, carrying the arrays as attributes. All other requests
+of the run go to the stock method, unchanged. It is registered with lm-eval as ``hf-pdd``, the way
+``lm_eval/models/hf_steered.py`` adds ``steered`` to the HF backend.
 
-The pdd tasks call :func:`install_hf_capture` when lm-eval loads them, which is after the CLI has
-created the model; the model looks ``loglikelihood`` up on its class at answer time, so the patch
-takes effect in the same run (see HARNESS.md, "Order in lm_eval run").
+The stock ``--model hf`` gets the same ``loglikelihood`` through :func:`install_hf_capture`, a
+guarded graft onto ``HFLM`` that the pdd tasks make when lm-eval loads them. lm-eval's CLI creates
+the model before it imports any task module, so a model name registered by a task module is not
+known yet when ``--model`` is read; but the model looks ``loglikelihood`` up on its class at
+answer time, so the graft takes effect in the same run (docs/architecture.md, "Order in an lm_eval
+run"). ``hf-pdd`` is known wherever :mod:`pdd_tasks.backends` is imported before the model is
+created: the Python API, and ``python -m pdd_tasks.backends`` (lm-eval's own CLI after that import).
 """
 
 from __future__ import annotations
@@ -18,32 +24,67 @@ import logging
 
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
+from lm_eval.api.registry import register_model
+from lm_eval.models.huggingface import HFLM
 
 from pdd_tasks.backends.base import (
+    ContextLimit,
+    EncodedText,
     ModelInfo,
     PerTokenRequest,
     TokenScores,
+    answer_per_token,
     check_lm_eval_version,
-    fit_text,
-    split_after_start_token,
-    wrap_loglikelihood,
+    graft,
+    is_grafted,
+    route_requests,
 )
 from pdd_tasks.backends.cpu_parallel import install_cpu_data_parallel
 
 
 logger = logging.getLogger(__name__)
 
+#: ``HFLM.loglikelihood`` as lm-eval defines it (read before any graft: the graft replaces it).
+STOCK_LOGLIKELIHOOD = getattr(HFLM.loglikelihood, "_pdd_stock", HFLM.loglikelihood)
+
+
+def per_token_loglikelihood(self, requests, disable_tqdm: bool = False, **kwargs):
+    """Answer :class:`PerTokenRequest` s with :func:`score_per_token_hf`, every other request with
+    the stock ``HFLM.loglikelihood`` (one call, unchanged); answers in request order."""
+    return route_requests(self, requests, STOCK_LOGLIKELIHOOD, score_per_token_hf, disable_tqdm, **kwargs)
+
+
+per_token_loglikelihood._pdd_stock = STOCK_LOGLIKELIHOOD
+
+
+@register_model("hf-pdd")
+class PerTokenHFLM(HFLM):
+    """lm-eval's HF backend (``HFLM``, same arguments) answering the pdd tasks' per-token requests.
+
+    ``loglikelihood`` hands :class:`PerTokenRequest` s to :func:`score_per_token_hf` and every other
+    request to ``HFLM``'s own method, so stock tasks in the same run get exactly the stock answers.
+    Multi-process runs on CPU split the documents (:func:`install_cpu_data_parallel`).
+    """
+
+    loglikelihood = per_token_loglikelihood
+
+    def __init__(self, *args, **kwargs) -> None:
+        check_lm_eval_version()
+        super().__init__(*args, **kwargs)
+
+
+install_cpu_data_parallel(PerTokenHFLM)
+
 
 def install_hf_capture() -> None:
-    """Make ``HFLM.loglikelihood`` answer :class:`PerTokenRequest`s with :class:`TokenScores`.
+    """Give the stock ``HFLM`` (``--model hf``) the ``loglikelihood`` of :class:`PerTokenHFLM`.
 
-    Idempotent. Requests of every other type reach the stock method exactly as before.
+    Idempotent (a grafted method is marked). Requests of every other type reach the stock method
+    exactly as before. Also lets multi-process CPU runs split the documents.
     """
-    from lm_eval.models.huggingface import HFLM
-
     check_lm_eval_version()
-    wrap_loglikelihood(HFLM, score_per_token_hf)
+    if not is_grafted(HFLM.loglikelihood):
+        graft(HFLM, "loglikelihood", per_token_loglikelihood)
     install_cpu_data_parallel(HFLM)
 
 
@@ -66,78 +107,87 @@ def hf_model_info(lm) -> ModelInfo:
     return info
 
 
-def _encode_text(lm, request: PerTokenRequest) -> tuple[list[int], list[int], int]:
-    """Tokens as stock ``TemplateLM.loglikelihood`` builds them for an empty context."""
-    context_enc, continuation_enc = split_after_start_token(lm, request)
-    continuation_enc, truncated = fit_text(
-        request,
-        continuation_enc,
+def _context_limit(lm) -> ContextLimit:
+    """HFLM scores a text of up to ``max_length`` tokens after its start token (one forward pass)."""
+    return ContextLimit(
         room=lm.max_length,
         limit=f"the model's context window of {lm.max_length} tokens",
         fixes="Score shorter texts, a model with a longer context",
+        window=f"the context window ({lm.max_length} tokens)",
     )
-    return context_enc, continuation_enc, truncated
 
 
-def score_per_token_hf(lm, requests: list[PerTokenRequest], disable_tqdm: bool = False) -> list[TokenScores]:
-    """Answer per-token requests with one forward pass each, batched as HFLM batches.
+def _hf_batches(lm):
+    """HFLM's batching of a sorted ``Collator``: ``batch_size`` items, or with ``--batch_size auto``
+    the size lm-eval's ``_batch_scheduler`` probes on the longest text (as ``_loglikelihood_tokens``)."""
+    auto = lm.batch_size == "auto"
 
-    Sorting, batch size (including ``auto``), right padding and the model call are those of
-    ``HFLM._loglikelihood_tokens``; the log-softmax is taken in float32 on the model's device, and
-    mu/sigma are reduced there over the full vocabulary, so only O(tokens) values leave the device.
+    def batches(order):
+        if auto:
+            lm.batch_sizes = {}  # probe again for these requests, as stock does
+        return order.get_batched(n=0 if auto else lm.batch_size, batch_fn=lm._batch_scheduler if auto else None)
+
+    return batches
+
+
+def _answer_batch(lm, info: ModelInfo, batch: list[EncodedText], cuts: list[int]) -> list[TokenScores]:
+    """One forward pass for a batch of texts: per-token log-probs, mu and sigma, in float32.
+
+    Right padding and the model call are those of ``HFLM._loglikelihood_tokens``; the log-softmax is
+    taken in float32 on the model's device, and mu/sigma (Min-K%++ Eq. 3-4) are reduced there over the
+    full vocabulary, so only O(tokens) values leave the device.
     """
-    from lm_eval.models.utils import Collator
     from lm_eval.models.utils_hf import pad_and_concat
 
-    if lm.backend != "causal":
-        raise ValueError("lm-eval-pdd scores causal language models only (--model hf with a decoder-only model).")
-    info = hf_model_info(lm)
-    encoded = [(request.args, *_encode_text(lm, request)) for request in requests]
-    truncated = sum(cut > 0 for *_, cut in encoded)
-    if truncated:
-        logger.warning(
-            "%d text(s) were longer than the context window (%d tokens) and were truncated to their "
-            "first %d tokens, as asked with truncate=true.",
-            truncated,
-            lm.max_length,
-            lm.max_length,
-        )
-
-    re_ord = Collator(encoded, sort_fn=lambda req: (-len(req[1] + req[2]), tuple(req[1] + req[2])))
-    auto = lm.batch_size == "auto"
-    if auto:
-        lm.batch_sizes = {}
-    chunks = re_ord.get_batched(
-        n=0 if auto else lm.batch_size,
-        batch_fn=lm._batch_scheduler if auto and len(re_ord) > 0 else None,
-    )
-    results = []
-    pbar = tqdm(total=len(encoded), disable=(disable_tqdm or lm.rank != 0), desc="Scoring texts (per-token log-probs)")
-    for chunk in chunks:
-        inputs = [torch.tensor((ctx + cont)[:-1], dtype=torch.long, device=lm.device) for _, ctx, cont, _ in chunk]
-        input_lengths = [len(inp) for inp in inputs]
-        batch = pad_and_concat(max(input_lengths), inputs, padding_side="right")  # pads `inputs` in place
-        logprobs = F.log_softmax(lm._model_call(batch), dim=-1, dtype=torch.float32)
-        for (request_args, _, cont, cut), row, length in zip(chunk, logprobs, input_lengths, strict=True):
-            positions = row[length - len(cont) : length]  # [n, V]: predictions of x_1..x_n
-            targets = torch.tensor(cont, dtype=torch.long, device=lm.device)
-            token_logprobs = positions.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-            probs = positions.exp()
-            mu = (probs * positions).sum(-1)
-            sigma = (probs * (positions - mu.unsqueeze(-1)).square()).sum(-1).clamp_min(0).sqrt()
-            is_greedy = bool((positions.argmax(-1) == targets).all())
-            answer = TokenScores(
+    inputs = [torch.tensor((item.context + item.tokens)[:-1], dtype=torch.long, device=lm.device) for item in batch]
+    input_lengths = [len(inp) for inp in inputs]
+    padded = pad_and_concat(max(input_lengths), inputs, padding_side="right")  # pads `inputs` in place
+    logprobs = F.log_softmax(lm._model_call(padded), dim=-1, dtype=torch.float32)
+    answers = []
+    for item, cut, row, length in zip(batch, cuts, logprobs, input_lengths, strict=True):
+        positions = row[length - len(item.tokens) : length]  # [n, V]: predictions of x_1..x_n
+        targets = torch.tensor(item.tokens, dtype=torch.long, device=lm.device)
+        token_logprobs = positions.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        probs = positions.exp()
+        mu = (probs * positions).sum(-1)
+        sigma = (probs * (positions - mu.unsqueeze(-1)).square()).sum(-1).clamp_min(0).sqrt()
+        is_greedy = bool((positions.argmax(-1) == targets).all())
+        answers.append(
+            TokenScores(
                 token_logprobs.sum(),
                 is_greedy,
-                cont,
+                item.tokens,
                 token_logprobs.cpu().numpy(),
                 mu.cpu().numpy(),
                 sigma.cpu().numpy(),
                 info,
                 truncated_tokens=cut,
             )
-            results.append(answer)
-            lm.cache_hook.add_partial("loglikelihood", request_args, answer)
-            pbar.update(1)
-    pbar.close()
-    return re_ord.get_original(results)
+        )
+    return answers
+
+
+def score_per_token_hf(lm, requests: list[PerTokenRequest], disable_tqdm: bool = False) -> list[TokenScores]:
+    """Answer per-token requests with one forward pass each, batched as HFLM batches.
+
+    Args:
+        lm: an ``HFLM`` (or :class:`PerTokenHFLM`) with a causal model.
+        requests: the per-token requests.
+        disable_tqdm: hide the progress bar.
+
+    Returns:
+        One :class:`TokenScores` per request, in request order. Sorting, batch size (including
+        ``auto``), right padding and the model call are those of ``HFLM._loglikelihood_tokens``.
+    """
+    if lm.backend != "causal":
+        raise ValueError("lm-eval-pdd scores causal language models only (--model hf with a decoder-only model).")
+    info = hf_model_info(lm)
+    return answer_per_token(
+        lm,
+        requests,
+        _context_limit(lm),
+        lambda batch, cuts: _answer_batch(lm, info, batch, cuts),
+        desc="Scoring texts (per-token log-probs)",
+        disable_tqdm=disable_tqdm,
+        batches=_hf_batches(lm),
+    )

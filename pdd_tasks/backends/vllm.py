@@ -25,7 +25,7 @@ The results JSON records which was used (``configs.<task>.metadata.token_scores.
 
 vLLM imports CUDA-only code, so nothing here imports it at module level: the capture is installed
 only when lm-eval has already imported its vLLM backend module, which the CLI does when it creates a
-``--model vllm`` model, before the tasks are loaded (HARNESS.md, "Order in lm_eval run").
+``--model vllm`` model, before the tasks are loaded (docs/architecture.md, "Order in an lm_eval run").
 
 Written against lm-eval 0.4.13 and vLLM 0.33.0 (``vllm/logprobs.py``: ``Logprob``,
 ``FlatLogprobs``, ``append_logprobs_for_next_position``; ``vllm/v1/engine/logprobs.py``:
@@ -43,16 +43,17 @@ import sys
 from dataclasses import dataclass
 
 import numpy as np
-from tqdm import tqdm
 
 from pdd_metrics import approximate_mu_sigma
 from pdd_tasks.backends.base import (
+    ContextLimit,
+    EncodedText,
     ModelInfo,
     PerTokenRequest,
     TokenScores,
+    answer_groups,
+    answer_per_token,
     check_lm_eval_version,
-    fit_text,
-    split_after_start_token,
     wrap_loglikelihood,
 )
 
@@ -196,8 +197,8 @@ def vllm_model_info(lm, wanted: LogprobRequest) -> ModelInfo:
 # -- the prompt --------------------------------------------------------------------------------
 
 
-def encode_prompt(lm, request: PerTokenRequest) -> tuple[list[int], int, int]:
-    """``(prompt token ids, number of start tokens, tokens cut)`` of a per-token request.
+def context_limit(lm) -> ContextLimit:
+    """How many text tokens fit a vLLM prompt.
 
     The prompt is ``context_enc + continuation_enc`` as stock ``TemplateLM.loglikelihood`` builds them
     for an empty context: ``[prefix_token_id] + tok_encode(text)``, or the text's own tokens when they
@@ -206,22 +207,14 @@ def encode_prompt(lm, request: PerTokenRequest) -> tuple[list[int], int, int]:
     ``max_length - 2`` tokens after its start token; a longer one is an error unless the request
     allows truncation (then its beginning is kept).
     """
-    context_enc, continuation_enc = split_after_start_token(lm, request)
-    if not continuation_enc:
-        raise ValueError(
-            f"{request.task_name} doc {request.doc_id}: the text is only the start token; there is "
-            f"nothing to score. Remove it from the dataset."
-        )
-    room = lm.max_length - 1 - len(context_enc)
-    continuation_enc, truncated = fit_text(
-        request,
-        continuation_enc,
+    room = lm.max_length - 2
+    return ContextLimit(
         room=room,
         limit=f"fit in vLLM's context window of {lm.max_length} tokens with the start token and one "
         f"generated token ({room})",
         fixes="Score shorter texts, a model with a longer context",
+        window=f"the context window ({lm.max_length} tokens)",
     )
-    return context_enc + continuation_enc, len(context_enc), truncated
 
 
 # -- the answer --------------------------------------------------------------------------------
@@ -318,82 +311,91 @@ def mu_sigma_from_listed(
     return np.concatenate(mus), np.concatenate(sigmas)
 
 
-def _batches(encoded: list, lm, wanted: LogprobRequest, vocab_size: int):
-    """Stock batching (``batch_size`` prompts, all at once for ``auto``); exact mode also caps the
-    log-prob values per call at :data:`EXACT_ENTRIES_PER_BATCH`."""
+def _vllm_batches(lm, wanted: LogprobRequest, vocab_size: int):
+    """Stock batching of a sorted ``Collator`` (``batch_size`` prompts, all at once for ``auto``); exact
+    mode also caps the log-prob values per call at :data:`EXACT_ENTRIES_PER_BATCH`."""
     size = 0 if lm.batch_size == "auto" else int(lm.batch_size)
-    batch, values = [], 0
-    for item in encoded:
-        item_values = len(item[1]) * vocab_size if wanted.exact else 0
-        full = (size and len(batch) >= size) or (
-            wanted.exact and batch and values + item_values > EXACT_ENTRIES_PER_BATCH
-        )
-        if full:
+
+    def batches(order):
+        batch, values = [], 0
+        for item in next(iter(order.get_batched(n=0)), []):
+            item_values = len(item.tokens) * vocab_size if wanted.exact else 0
+            full = (size and len(batch) >= size) or (
+                wanted.exact and batch and values + item_values > EXACT_ENTRIES_PER_BATCH
+            )
+            if full:
+                yield batch
+                batch, values = [], 0
+            batch.append(item)
+            values += item_values
+        if batch:
             yield batch
-            batch, values = [], 0
-        batch.append(item)
-        values += item_values
-    if batch:
-        yield batch
+
+    return batches
+
+
+def _answer_batch(lm, batch: list[EncodedText], cuts: list[int], params, wanted: LogprobRequest, vocab_size: int, info):
+    """Send one batch of prompts to vLLM and read each text's per-token values from its prompt log-probs."""
+    prompts = [item.context + item.tokens for item in batch]
+    outputs = lm._model_generate(requests=prompts, generate=True, sampling_params=params)
+    answers = []
+    for item, prompt, cut, output in zip(batch, prompts, cuts, outputs, strict=True):
+        start = len(item.context)
+        parsed = parse_prompt_logprobs(output.prompt_token_ids or prompt, output.prompt_logprobs, start)
+        if list(parsed.token_ids) != prompt[start:]:
+            raise RuntimeError(
+                "vLLM returned the outputs of another prompt (prompt token ids differ); outputs "
+                "must come back in request order."
+            )
+        mu, sigma = mu_sigma_from_listed(parsed, vocab_size, wanted)
+        answers.append(
+            TokenScores(
+                parsed.logprobs.sum(),
+                parsed.is_greedy,
+                parsed.token_ids,
+                parsed.logprobs,
+                mu,
+                sigma,
+                info,
+                truncated_tokens=cut,
+            )
+        )
+    return answers
 
 
 def score_per_token_vllm(
     lm, requests: list[PerTokenRequest], disable_tqdm: bool = False, sampling_params_cls=None
 ) -> list[TokenScores]:
-    """Answer per-token requests with one vLLM prompt each (longest first, as the stock path)."""
+    """Answer per-token requests with one vLLM prompt each (longest first, as the stock path).
+
+    Args:
+        lm: lm-eval's ``VLLM`` (or a class with its interface).
+        requests: the per-token requests; grouped by the log-probs they ask for (top k, or all).
+        disable_tqdm: hide the progress bar.
+        sampling_params_cls: vLLM's ``SamplingParams``; default: the one the backend's module uses.
+
+    Returns:
+        One :class:`TokenScores` per request, in request order.
+    """
     if sampling_params_cls is None:  # the class the backend's module uses (lm-eval imports it from vllm)
         sampling_params_cls = getattr(sys.modules.get(type(lm).__module__), "SamplingParams", None)
     if sampling_params_cls is None:
         from vllm import SamplingParams as sampling_params_cls  # noqa: N813  (lazy: vLLM needs CUDA)
 
     vocab_size = vllm_vocab_size(lm)
-    groups: dict[LogprobRequest, list[int]] = {}
-    for index, request in enumerate(requests):
-        groups.setdefault(LogprobRequest.of(request), []).append(index)
-    results: list[TokenScores | None] = [None] * len(requests)
-    pbar = tqdm(
-        total=len(requests),
-        disable=disable_tqdm or getattr(lm, "rank", 0) != 0,
-        desc="Scoring texts (vLLM prompt log-probs)",
-    )
-    for wanted, indices in groups.items():
+
+    def answer_group(wanted: LogprobRequest, group: list[PerTokenRequest]) -> list[TokenScores]:
         check_logprob_limit(lm, wanted, vocab_size)
         info = vllm_model_info(lm, wanted)
         params = sampling_params(sampling_params_cls, wanted)
-        encoded = [(index, *encode_prompt(lm, requests[index])) for index in indices]
-        truncated = sum(cut > 0 for *_, cut in encoded)
-        if truncated:
-            logger.warning(
-                "%d text(s) were longer than the context window (%d tokens) and were truncated, as "
-                "asked with truncate=true.",
-                truncated,
-                lm.max_length,
-            )
-        encoded.sort(key=lambda item: (-len(item[1]), tuple(item[1])))
-        for batch in _batches(encoded, lm, wanted, vocab_size):
-            outputs = lm._model_generate(
-                requests=[prompt for _, prompt, _, _ in batch], generate=True, sampling_params=params
-            )
-            for (index, prompt, start, cut), output in zip(batch, outputs, strict=True):
-                parsed = parse_prompt_logprobs(output.prompt_token_ids or prompt, output.prompt_logprobs, start)
-                if list(parsed.token_ids) != prompt[start:]:
-                    raise RuntimeError(
-                        "vLLM returned the outputs of another prompt (prompt token ids differ); outputs "
-                        "must come back in request order."
-                    )
-                mu, sigma = mu_sigma_from_listed(parsed, vocab_size, wanted)
-                answer = TokenScores(
-                    parsed.logprobs.sum(),
-                    parsed.is_greedy,
-                    parsed.token_ids,
-                    parsed.logprobs,
-                    mu,
-                    sigma,
-                    info,
-                    truncated_tokens=cut,
-                )
-                results[index] = answer
-                lm.cache_hook.add_partial("loglikelihood", requests[index].args, answer)
-                pbar.update(1)
-    pbar.close()
-    return results
+        return answer_per_token(
+            lm,
+            group,
+            context_limit(lm),
+            lambda batch, cuts: _answer_batch(lm, batch, cuts, params, wanted, vocab_size, info),
+            desc="Scoring texts (vLLM prompt log-probs)",
+            disable_tqdm=disable_tqdm,
+            batches=_vllm_batches(lm, wanted, vocab_size),
+        )
+
+    return answer_groups(requests, LogprobRequest.of, answer_group)

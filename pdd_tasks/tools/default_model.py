@@ -13,7 +13,7 @@ need a C++ build, hence ``pip install --no-deps``).
 The start-token trap
 --------------------
 The GGUF marks ``<|im_start|>`` (id 1, the chat-turn opener) as BOS. DC-PDD and the harness score
-every token of a text after the start token x_0 (METHODS.md; lm-eval's HF backend uses
+every token of a text after the start token x_0 (docs/methods.md; lm-eval's HF backend uses
 ``prefix_token_id`` = BOS if set, else EOS). For a plain-text detector x_0 must be ``<|endoftext|>``
 (id 0), the document separator the model was pretrained with. The converted tokenizer therefore has
 ``bos_token = "<|endoftext|>"`` (config and generation config ``bos_token_id = 0``) and adds no
@@ -142,7 +142,7 @@ def _set_start_token(tokenizer: Any, model: Any) -> None:
 
 def _strip_gguf_quantization(model: Any) -> None:
     """The weights are already dequantized to float32; drop the GGUF quantizer so that
-    ``save_pretrained`` writes plain safetensors (HARNESS.md)."""
+    ``save_pretrained`` writes plain safetensors."""
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
