@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 
 import torch
-import torch.nn.functional as F
 from lm_eval.api.registry import register_model
 from lm_eval.models.huggingface import HFLM
 
@@ -40,6 +39,7 @@ from pdd_tasks.backends.base import (
     route_requests,
 )
 from pdd_tasks.backends.cpu_parallel import install_cpu_data_parallel
+from pdd_tasks.backends.token_stats import position_stats
 
 
 logger = logging.getLogger(__name__)
@@ -133,33 +133,30 @@ def _hf_batches(lm):
 def _answer_batch(lm, info: ModelInfo, batch: list[EncodedText], cuts: list[int]) -> list[TokenScores]:
     """One forward pass for a batch of texts: per-token log-probs, mu and sigma, in float32.
 
-    Right padding and the model call are those of ``HFLM._loglikelihood_tokens``; the log-softmax is
-    taken in float32 on the model's device, and mu/sigma (Min-K%++ Eq. 3-4) are reduced there over the
-    full vocabulary, so only O(tokens) values leave the device.
+    Right padding and the model call are those of ``HFLM._loglikelihood_tokens``. The log-softmax
+    and mu/sigma (Min-K%++ Eq. 3-4, over the full vocabulary) are computed on the model's device a
+    few positions at a time (:func:`~pdd_tasks.backends.token_stats.position_stats`), so the logits
+    are the largest tensor held (the stock backend holds their log-softmax beside them), and only
+    O(tokens) values leave the device.
     """
     from lm_eval.models.utils_hf import pad_and_concat
 
     inputs = [torch.tensor((item.context + item.tokens)[:-1], dtype=torch.long, device=lm.device) for item in batch]
     input_lengths = [len(inp) for inp in inputs]
     padded = pad_and_concat(max(input_lengths), inputs, padding_side="right")  # pads `inputs` in place
-    logprobs = F.log_softmax(lm._model_call(padded), dim=-1, dtype=torch.float32)
+    logits = lm._model_call(padded)
     answers = []
-    for item, cut, row, length in zip(batch, cuts, logprobs, input_lengths, strict=True):
-        positions = row[length - len(item.tokens) : length]  # [n, V]: predictions of x_1..x_n
+    for item, cut, row, length in zip(batch, cuts, logits, input_lengths, strict=True):
         targets = torch.tensor(item.tokens, dtype=torch.long, device=lm.device)
-        token_logprobs = positions.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        probs = positions.exp()
-        mu = (probs * positions).sum(-1)
-        sigma = (probs * (positions - mu.unsqueeze(-1)).square()).sum(-1).clamp_min(0).sqrt()
-        is_greedy = bool((positions.argmax(-1) == targets).all())
+        stats = position_stats(row[length - len(item.tokens) : length], targets)  # predictions of x_1..x_n
         answers.append(
             TokenScores(
-                token_logprobs.sum(),
-                is_greedy,
+                stats.logprobs.sum(),
+                stats.is_greedy,
                 item.tokens,
-                token_logprobs.cpu().numpy(),
-                mu.cpu().numpy(),
-                sigma.cpu().numpy(),
+                stats.logprobs.cpu().numpy(),
+                stats.mu.cpu().numpy(),
+                stats.sigma.cpu().numpy(),
                 info,
                 truncated_tokens=cut,
             )

@@ -1,0 +1,41 @@
+"""The chunked per-position statistics equal the same computation on all positions at once."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pdd_tasks.backends.token_stats import position_stats
+
+
+def unchunked(logits, targets):
+    logprobs = F.log_softmax(logits, dim=-1, dtype=torch.float32)
+    token = logprobs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    probs = logprobs.exp()
+    mu = (probs * logprobs).sum(-1)
+    sigma = (probs * (logprobs - mu.unsqueeze(-1)).square()).sum(-1).clamp_min(0).sqrt()
+    return token, mu, sigma, bool((logprobs.argmax(-1) == targets).all())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("chunk_elements", [1, 7 * 50, 10**9])
+def test_chunks_give_the_unchunked_values(dtype, chunk_elements):
+    generator = torch.Generator().manual_seed(0)
+    logits = (torch.randn(37, 50, generator=generator) * 4).to(dtype)
+    targets = torch.randint(0, 50, (37,), generator=generator)
+    stats = position_stats(logits, targets, chunk_elements=chunk_elements)
+    token, mu, sigma, greedy = unchunked(logits, targets)
+    for got, want in ((stats.logprobs, token), (stats.mu, mu), (stats.sigma, sigma)):
+        assert got.dtype == torch.float32 and got.shape == (37,)
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
+    assert stats.is_greedy == greedy is False
+
+
+def test_greedy_text_and_shape_errors():
+    logits = torch.full((3, 5), -1.0)
+    targets = torch.tensor([0, 2, 4])
+    logits[torch.arange(3), targets] = 3.0
+    assert position_stats(logits, targets, chunk_elements=5).is_greedy
+    with pytest.raises(ValueError, match=r"expected logits \(n, V\) and targets \(n,\)"):
+        position_stats(logits, targets[:2])
