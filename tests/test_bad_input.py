@@ -54,10 +54,13 @@ def test_bad_settings_are_refused(metadata, message):
         ScoringSettings.from_metadata(metadata)
 
 
-def lm_eval_custom(model_dir, data, out, metadata, check=True):
+def lm_eval_custom(model_dir, data, out, metadata, check=True, extra=(), task="pdd_custom"):
+    """The real ``lm_eval`` on ``task`` with ``data`` (a path, a list of paths or None) as data_files."""
     out.parent.mkdir(parents=True, exist_ok=True)
+    files = {} if data is None else {"data_files": [str(d) for d in data] if isinstance(data, list) else str(data)}
     return run_lm_eval(
         [
+            *extra,
             "--model",
             "hf",
             "--model_args",
@@ -67,11 +70,11 @@ def lm_eval_custom(model_dir, data, out, metadata, check=True):
             "--include_path",
             tasks_path(),
             "--tasks",
-            "pdd_custom",
+            task,
             "--batch_size",
             "4",
             "--metadata",
-            json.dumps({"data_files": str(data), **metadata}),
+            json.dumps({**files, **metadata}),
             "--output_path",
             str(out),
         ],

@@ -154,9 +154,6 @@ def _need_output(args: argparse.Namespace, command: str, inputs: list[Path] = ()
             f"choose another --output."
         )
         return False
-    if not args.output.parent.is_dir():
-        _err(f"lm-eval-pdd {command}: the directory of --output {args.output} does not exist; create it first.")
-        return False
     return True
 
 
