@@ -38,6 +38,7 @@ from pdd_tasks.tasks.base import MembershipInferenceTask
 logger = logging.getLogger(__name__)
 
 DEFAULT_TARGET_FPR = 0.05
+DEFAULT_LABEL_FIELD = "label"
 SUSPECT, REFERENCE = "suspect", "reference"
 #: The metadata keys of pdd_custom besides the method settings.
 CUSTOM_KEYS = ("data_files", "reference_files", "target_fpr", "text_field", "label_field", "language")
@@ -106,12 +107,12 @@ def read_custom_data(metadata: dict) -> CustomData:
     _check_paths("data_files", path)
     _check_paths("reference_files", metadata.get("reference_files"))
     text_field = metadata.get("text_field", "text")
-    label_field = metadata.get("label_field", "label")
+    label_field = metadata.get("label_field", DEFAULT_LABEL_FIELD)
     reference_path = metadata.get("reference_files")
     target_fpr = _target_fpr(metadata)
     rows = read_local_rows(path)
     labelled = label_field is not None and any(label_field in row for row in rows)
-    if not labelled and "label_field" in metadata and label_field is not None:
+    if not labelled and label_field not in (None, DEFAULT_LABEL_FIELD):  # a named field no row has: a typo?
         raise DatasetError(_label_field_missing(rows, path, label_field))
     if labelled:
         if reference_path:
