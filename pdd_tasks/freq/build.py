@@ -192,6 +192,16 @@ def _default_corpus(ordered: Sequence[Source], shard_index: int, num_shards: int
     return corpus
 
 
+def _work_directory(output: Path | None, work_dir: str | Path | None) -> tuple[Path, bool]:
+    """Where the finished parts go (default ``<output>.parts``, else a temporary directory), and
+    whether it is temporary."""
+    if work_dir is not None:
+        return Path(work_dir), False
+    if output is not None:
+        return output.with_name(output.name + ".parts"), False
+    return Path(tempfile.mkdtemp(prefix="freq-table-parts-")), True
+
+
 def _select(sources: Sequence[Source], shard_index: int, num_shards: int, shard_by: str, docs_per_part: int):
     """The sources sorted by name, and those this shard reads (all of them when sharding by document)."""
     if shard_by not in SHARD_BY:
@@ -238,14 +248,7 @@ def build(
         corpus = _default_corpus(ordered, shard_index, num_shards, shard_by, limits)
 
     output = Path(output) if output is not None else None
-    temporary = work_dir is None and output is None
-    if work_dir is None:
-        work_dir = (
-            Path(tempfile.mkdtemp(prefix="freq-table-parts-"))
-            if temporary
-            else output.with_name(output.name + ".parts")
-        )
-    work_dir = Path(work_dir)
+    work_dir, temporary = _work_directory(output, work_dir)
     manifest = {
         "tokenizer_fingerprint": fingerprint,
         "max_tokens_per_doc": max_tokens_per_doc,
@@ -255,7 +258,6 @@ def build(
         "docs_per_part": docs_per_part,
     }
     _check_manifest(work_dir, manifest)
-
     if not selected:
         logger.warning(
             "shard %d of %d by file selects none of the %d sources: writing an empty table "
