@@ -255,7 +255,7 @@ class MembershipInferenceTask(ConfigurableTask):
         for name in names:
             if isinstance(name, str) and (tokenizer := _tokenizer(name)) is not None:
                 return scored_prefix(text, scores.token_ids, tokenizer)
-        raise AnswersFromAnotherModel(
+        raise UserError(
             f"{self.config.task}: a text was truncated to {scores.token_ids.size} tokens, and Zlib needs the part "
             f"that was scored, but the model's tokenizer could not be loaded from {names}; name it with "
             f"--model_args tokenizer=<name or path>, or drop Zlib's truncation by keeping texts within the context."
