@@ -3,12 +3,12 @@ directory is on ``sys.path``)."""
 
 from __future__ import annotations
 
-import json
 import platform
 from pathlib import Path
 
 from lm_eval.api.instance import Instance
 
+from pdd_tasks.loading.files import read_json, read_jsonl
 from pdd_tasks.registry import DEFAULT_METHODS
 
 
@@ -51,7 +51,6 @@ def answer_and_score(lm, task, docs: list[dict], pdd_requests: list) -> list:
 def read_run(out: Path, task: str) -> tuple[dict[str, dict[int, float]], dict]:
     """Per-document scores of every method (``{method: {doc_id: score}}``, from ``--log_samples``)
     and the whole results JSON of the newest ``lm_eval`` run of ``task`` under ``out``."""
-    samples_file = sorted(out.rglob(f"samples_{task}_*.jsonl"))[-1]
-    samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
-    results = json.loads(sorted(out.rglob("results_*.json"))[-1].read_text())
+    samples = read_jsonl(sorted(out.rglob(f"samples_{task}_*.jsonl"))[-1])
+    results = read_json(sorted(out.rglob("results_*.json"))[-1])
     return {m: {s["doc_id"]: s[f"{m}_auc"][0] for s in samples} for m in DEFAULT_METHODS}, results

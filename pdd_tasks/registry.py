@@ -14,7 +14,11 @@ Every score is oriented higher = more likely a member.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import difflib
+import functools
+import inspect
+import logging
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,9 +33,17 @@ from pdd_metrics import (
     min_k_score,
     zlib_score,
 )
+from pdd_tasks.errors import UserError
+
+
+logger = logging.getLogger(__name__)
 
 
 # -- settings ------------------------------------------------------------------------------------
+
+
+class SettingError(UserError):
+    """A task setting (a metadata key) with a wrong value, or a key that is no setting (a typo)."""
 
 
 def _is_number(value: Any) -> bool:
@@ -100,7 +112,7 @@ class Setting:
         try:
             return self.check(self.name, metadata[self.name])
         except ValueError as error:
-            raise ValueError(f"{error} {self.hint}".strip()) from None
+            raise SettingError(f"{error} {self.hint}".strip()) from None
 
 
 MIN_K = Setting("min_k", 0.2, fraction, "k of Min-K% Prob (Shi et al. 2024 use 0.2).")
@@ -367,3 +379,78 @@ def label(name: str, settings) -> str:
 
 #: The methods in effect with every setting at its default.
 DEFAULT_METHODS: tuple[str, ...] = ScoringSettings().methods
+
+
+# -- metadata keys -------------------------------------------------------------------------------
+
+#: Keys that lm_eval (``version``, ``config_source``) and the pdd tasks (what was used, for the
+#: results JSON) put in a task's metadata themselves.
+RECORDED_KEYS = frozenset({"version", "config_source", "_metadata", "token_scores", "freq_table_used"})
+
+_MODEL_CLASSES = (
+    ("lm_eval.models.huggingface", "HFLM"),
+    ("lm_eval.models.vllm_causallms", "VLLM"),
+    ("lm_eval.api.model", "TemplateLM"),
+    ("lm_eval.models.api_models", "TemplateAPI"),
+    ("lm_eval.models.openai_completions", "LocalCompletionsAPI"),
+)
+
+
+@functools.cache
+def model_argument_names() -> frozenset[str]:
+    """Names of the ``--model_args`` of the backends the pdd tasks support (hf, vllm,
+    local-completions), read from their signatures: ``lm_eval`` merges ``--model_args`` into every
+    task's metadata, so these keys are no typo."""
+    import importlib
+
+    names = {"pretrained", "tokenizer", "model", "dtype", "device", "trust_remote_code", "revision"}
+    names |= {  # vLLM's (lm_eval.models.vllm_causallms imports vllm, which may not be installed here)
+        "max_model_len",
+        "gpu_memory_utilization",
+        "tensor_parallel_size",
+        "data_parallel_size",
+        "quantization",
+        "max_logprobs",
+        "swap_space",
+        "enforce_eager",
+        "lora_local_path",
+        "tokenizer_mode",
+        "tokenizer_revision",
+        "max_num_seqs",
+        "kv_cache_dtype",
+        "enable_prefix_caching",
+    }
+    for module_name, class_name in _MODEL_CLASSES:
+        try:
+            cls = getattr(importlib.import_module(module_name), class_name)
+        except Exception:  # an optional backend (vllm) that is not installed
+            continue
+        names |= set(inspect.signature(cls.__init__).parameters) - {"self", "args", "kwargs"}
+    return frozenset(names)
+
+
+def check_metadata_keys(metadata: dict, known: Collection[str], task: str) -> None:
+    """Refuse a metadata key that looks like a misspelt setting (``mink``, ``dcpdd_A``), naming the
+    closest known key; warn about other keys that are neither settings nor model arguments.
+
+    ``known``: the keys the task reads (its settings and data keys). Keys of
+    :data:`RECORDED_KEYS` and :func:`model_argument_names` are always accepted.
+    """
+    known = set(known) | RECORDED_KEYS
+    unknown = [key for key in metadata if key not in known and key not in model_argument_names()]
+    for key in unknown:
+        close = difflib.get_close_matches(str(key).lower(), sorted(known - RECORDED_KEYS), n=1, cutoff=0.75)
+        if close:
+            raise SettingError(
+                f"{task}: metadata key {key!r} is not a setting of this task; did you mean {close[0]!r}? "
+                f"Fix the key in --metadata (known keys: {', '.join(sorted(known - RECORDED_KEYS))})."
+            )
+    if unknown:
+        logger.warning(
+            "%s: metadata key(s) %s are neither settings of this task nor known model arguments: ignored by the "
+            "task. (--model_args reach the task metadata too; if these are model arguments, this is expected.) "
+            "Task settings: %s.",
+            task,
+            ", ".join(map(repr, unknown)),
+            ", ".join(sorted(known - RECORDED_KEYS)),
+        )

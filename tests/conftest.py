@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pdd_tasks.loading.files import read_json, read_jsonl
 from pdd_tasks.tools.cli import tasks_path  # noqa: F401  (re-exported for the test modules)
 
 
@@ -20,8 +21,7 @@ WIKIMIA32 = REPO / "pdd_tasks" / "data" / "wikimia" / "WikiMIA_length32.jsonl"
 
 
 def wikimia_rows(length: int = 32) -> list[dict]:
-    path = REPO / "pdd_tasks" / "data" / "wikimia" / f"WikiMIA_length{length}.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return read_jsonl(REPO / "pdd_tasks" / "data" / "wikimia" / f"WikiMIA_length{length}.jsonl")
 
 
 def build_tiny_model(directory: Path, n_positions: int = 256, seed: int = 0) -> Path:
@@ -158,10 +158,10 @@ def cpu_float32(model_dir: Path) -> str:
 def read_samples(output_dir: Path, task: str) -> list[dict]:
     files = sorted(output_dir.rglob(f"samples_{task}_*.jsonl"))
     assert files, f"no samples file for {task} under {output_dir}"
-    return [json.loads(line) for line in files[-1].read_text().splitlines()]
+    return read_jsonl(files[-1])
 
 
 def read_results(output_dir: Path) -> dict:
     files = sorted(output_dir.rglob("results_*.json"))
     assert files, f"no results file under {output_dir}"
-    return json.loads(files[-1].read_text())
+    return read_json(files[-1])

@@ -54,13 +54,14 @@ def test_bad_settings_are_refused(metadata, message):
         ScoringSettings.from_metadata(metadata)
 
 
-def lm_eval_custom(model_dir, data, out, metadata, check=True):
+def lm_eval_custom(model_dir, data, out, metadata, check=True, extra=(), task="pdd_custom"):
+    """The real ``lm_eval`` on ``task`` with ``data`` (a path, a list of paths or None) as data_files."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"data_files": str(data), **metadata}
+    files = {} if data is None else {"data_files": [str(d) for d in data] if isinstance(data, list) else str(data)}
     args = harness_args(
-        cpu_float32(model_dir), "pdd_custom", out, device="cpu", batch_size=4, metadata=meta, log_samples=False
+        cpu_float32(model_dir), task, out, device="cpu", batch_size=4, metadata={**files, **metadata}, log_samples=False
     )
-    return run_lm_eval(args, cwd=out.parent, check=check)
+    return run_lm_eval([*extra, *args], cwd=out.parent, check=check)
 
 
 def write_jsonl(path, items):

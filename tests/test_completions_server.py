@@ -11,6 +11,7 @@ harness parser agrees with the capture on the same server, and chat-only backend
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -199,3 +200,36 @@ def test_chat_completions_backend_is_refused():
     chat = LocalChatCompletion(base_url="http://127.0.0.1:9/v1/chat/completions", tokenizer_backend=None)
     with pytest.raises(ServerCheckError, match="chat-only APIs cannot be used"):
         chat.loglikelihood(per_token_requests(["A text."]))
+
+
+def test_gguf_server_caps_logprobs_and_the_request_body(server):
+    # Hostile requests get a 4xx answer naming the cap and how to raise it; the server keeps serving.
+    import http.client
+    from urllib.parse import urlparse
+
+    import requests
+
+    from pdd_tasks.tools.gguf_server import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_LOGPROBS
+
+    whole_vocabulary = requests.post(
+        server, json={"prompt": "Hello", "max_tokens": 0, "echo": True, "logprobs": 49152}, timeout=60
+    )
+    assert whole_vocabulary.status_code == 400
+    message = whole_vocabulary.json()["error"]["message"]
+    assert f"at most {DEFAULT_MAX_LOGPROBS} alternatives per token" in message and "--max-logprobs" in message
+
+    address = urlparse(server)
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=60)
+    connection.putrequest("POST", address.path)
+    connection.putheader("Content-Type", "application/json")
+    connection.putheader("Content-Length", str(10**12))  # a terabyte announced, nothing sent
+    connection.endheaders()
+    answer = connection.getresponse()
+    assert answer.status == 413
+    assert f"0 to {DEFAULT_MAX_BODY_BYTES} bytes" in json.loads(answer.read())["error"]["message"]
+    connection.close()
+
+    fine = requests.post(
+        server, json={"prompt": "Hello", "max_tokens": 1, "logprobs": DEFAULT_MAX_LOGPROBS}, timeout=60
+    )
+    assert fine.status_code == 200 and len(fine.json()["choices"][0]["logprobs"]["top_logprobs"][0]) >= 20

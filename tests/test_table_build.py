@@ -13,7 +13,7 @@ import pytest
 from tables_support import PILE, needs_smollm2
 from tables_support import tiny_tokenizer as _tiny_tokenizer
 
-from pdd_tasks import cli, table_build
+from pdd_tasks.freq import build as table_build
 from pdd_tasks.freq.build import BuildResumeError, build
 from pdd_tasks.freq.sources import (
     TableSourceError,
@@ -31,6 +31,7 @@ from pdd_tasks.freq.tables import (
     build_table,
     merge_tables,
 )
+from pdd_tasks.tools import cli
 
 
 WORDS = "the cat sat on a mat while dogs ran over green hills and rivers under grey skies".split()
@@ -413,7 +414,8 @@ def test_builder_ids_equal_the_default_tokenizer_call_on_the_pile_sample():
 def test_docstring_examples_pass():
     import doctest
 
-    from pdd_tasks import table_cli, table_sources
+    from pdd_tasks.freq import sources as table_sources
+    from pdd_tasks.tools import table_cli
 
     for module in (table_sources, table_cli):
         result = doctest.testmod(module, verbose=False)

@@ -24,6 +24,8 @@ import numpy as np
 from lm_eval.api.instance import Instance
 from tqdm import tqdm
 
+from pdd_tasks.errors import UserError
+
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +90,10 @@ class PerTokenRequest(Instance):
 
 class TextTooLongError(ValueError):
     pass
+
+
+class EmptyTextError(UserError):
+    """A text with no token to score after the start token."""
 
 
 def check_lm_eval_version() -> None:
@@ -277,6 +283,11 @@ def split_after_start_token(lm, request: PerTokenRequest) -> tuple[list[int], li
         )
     if lm.prefix_token_id != tokens[0]:
         return [lm.prefix_token_id], tokens
+    if len(tokens) == 1:
+        raise EmptyTextError(
+            f"{request.task_name} doc {request.doc_id}: the text {text!r} is only the model's start token, so no "
+            f"token is left to score after it (DC-PDD Eq. 2 scores the tokens after the start token). Remove the row."
+        )
     return tokens[:1], tokens[1:]
 
 

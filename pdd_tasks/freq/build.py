@@ -23,12 +23,14 @@ import re
 import shutil
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from pdd_metrics.reference import DEFAULT_MAX_TOKENS_PER_DOC
+from pdd_tasks.errors import UserError
 from pdd_tasks.freq.sources import Source, TableSourceError, select_shard
 from pdd_tasks.freq.tables import (
     BuildLimits,
@@ -52,7 +54,7 @@ DEFAULT_DOCS_PER_PART = 100_000
 _MANIFEST = "manifest.json"
 
 
-class BuildResumeError(ValueError):
+class BuildResumeError(UserError):
     """A work directory holds parts of a build with other settings."""
 
 
@@ -102,6 +104,117 @@ def _check_manifest(work_dir: Path, manifest: dict) -> None:
     tmp.replace(path)
 
 
+@dataclass
+class _PartCounter:
+    """Counts the sources of one build into parts of ``docs_per_part`` documents, each saved in
+    ``work_dir`` as soon as it is finished, and finds the parts an interrupted run finished."""
+
+    work_dir: Path
+    tokenizer_name: str
+    fingerprint: str
+    encode: Any
+    vocab_size: int
+    max_tokens_per_doc: int | None
+    limits: BuildLimits
+    docs_per_part: int
+    batch_size: int
+    meter: Any
+    document_stride: tuple[int, int] | None  # (shard_index, num_shards) when sharding by document
+    resumed: int = 0
+
+    def part_path(self, position: int, source: Source, part: int) -> Path:
+        return self.work_dir / f"{position:05d}-{_slug(source.name)}.part{part:05d}.npz"
+
+    def finished_parts(self, position: int, source: Source) -> tuple[list[FrequencyTable], bool]:
+        """The parts of ``source`` an earlier run finished, and whether they complete it."""
+        parts: list[FrequencyTable] = []
+        while (path := self.part_path(position, source, len(parts))).is_file():
+            table = FrequencyTable.load(path)
+            if table.tokenizer_fingerprint != self.fingerprint:
+                raise BuildResumeError(f"{path} was counted with another tokenizer; remove {self.work_dir}")
+            parts.append(table)
+            self.resumed += 1
+            self.limits.used_documents += table.documents
+            self.limits.used_tokens += table.total_tokens
+            self.limits.used_text_bytes += table.text_bytes or 0
+            if table.documents < self.docs_per_part or self.limits.reached:
+                return parts, True
+        return parts, False
+
+    def count_source(self, position: int, source: Source) -> list[FrequencyTable]:
+        """The parts of ``source``: those finished before, then the rest counted (and saved)."""
+        parts, complete = self.finished_parts(position, source)
+        if complete or self.limits.reached:
+            return parts
+        done_docs = sum(table.documents for table in parts)
+        texts = source.texts()
+        if self.document_stride is not None:
+            texts = itertools.islice(texts, self.document_stride[0], None, self.document_stride[1])
+        for _ in itertools.islice(texts, done_docs):  # skip what finished parts counted
+            pass
+        while True:
+            table = self.count_part(itertools.islice(texts, self.docs_per_part), source, done_docs)
+            table.save(self.part_path(position, source, len(parts)))
+            parts.append(table)
+            done_docs += table.documents
+            if table.documents < self.docs_per_part or self.limits.reached:
+                return parts
+
+    def count_part(self, texts, source: Source, first_doc: int) -> FrequencyTable:
+        result = count_texts(
+            texts,
+            self.encode,
+            self.vocab_size,
+            self.max_tokens_per_doc,
+            limits=self.limits,
+            batch_size=self.batch_size,
+            meter=self.meter,
+        )
+        return FrequencyTable(
+            counts=result.counts,
+            tokenizer_name=self.tokenizer_name,
+            tokenizer_fingerprint=self.fingerprint,
+            tokenizer_vocab_size=self.vocab_size,
+            total_tokens=result.total_tokens,
+            documents=result.documents,
+            max_tokens_per_doc=self.max_tokens_per_doc,
+            corpus=f"{source.describe()} documents {first_doc}-{first_doc + result.documents}",
+            text_bytes=result.text_bytes,
+        )
+
+
+def _default_corpus(ordered: Sequence[Source], shard_index: int, num_shards: int, shard_by: str, limits) -> str:
+    corpus = describe_sources(ordered)
+    if num_shards > 1:
+        corpus += f" (shard {shard_index} of {num_shards} by {shard_by})"
+    if limits.describe():
+        corpus += f" (limited to the first {limits.describe()})"
+    return corpus
+
+
+def _work_directory(output: Path | None, work_dir: str | Path | None) -> tuple[Path, bool]:
+    """Where the finished parts go (default ``<output>.parts``, else a temporary directory), and
+    whether it is temporary."""
+    if work_dir is not None:
+        return Path(work_dir), False
+    if output is not None:
+        return output.with_name(output.name + ".parts"), False
+    return Path(tempfile.mkdtemp(prefix="freq-table-parts-")), True
+
+
+def _select(sources: Sequence[Source], shard_index: int, num_shards: int, shard_by: str, docs_per_part: int):
+    """The sources sorted by name, and those this shard reads (all of them when sharding by document)."""
+    if shard_by not in SHARD_BY:
+        raise ValueError(f"shard_by must be one of {SHARD_BY}, got {shard_by!r}")
+    if docs_per_part <= 0:
+        raise ValueError(f"docs_per_part must be positive, got {docs_per_part}")
+    ordered = sorted(sources, key=lambda s: s.name)
+    if not ordered:
+        raise TableSourceError("no corpus sources given")
+    selected = select_shard(ordered, shard_index, num_shards)  # also validates the index
+    return ordered, (selected if shard_by == "file" else ordered)
+
+
 def build(
     sources: Sequence[Source],
     tokenizer: Any,
@@ -127,36 +240,15 @@ def build(
     parts, resuming and sharding. ``limits`` apply to this build (this shard) as a whole, in source
     order. Raises :class:`BuildResumeError` if ``work_dir`` holds a build with other settings.
     """
-    if shard_by not in SHARD_BY:
-        raise ValueError(f"shard_by must be one of {SHARD_BY}, got {shard_by!r}")
-    if docs_per_part <= 0:
-        raise ValueError(f"docs_per_part must be positive, got {docs_per_part}")
-    ordered = sorted(sources, key=lambda s: s.name)
-    if not ordered:
-        raise TableSourceError("no corpus sources given")
-    selected = select_shard(ordered, shard_index, num_shards) if shard_by == "file" else ordered
-    if shard_by == "document":
-        select_shard(ordered, shard_index, num_shards)  # validates the index
+    ordered, selected = _select(sources, shard_index, num_shards, shard_by, docs_per_part)
     limits = limits if limits is not None else BuildLimits()
     fingerprint = tokenizer_fingerprint(tokenizer)
     name = tokenizer_name or str(getattr(tokenizer, "name_or_path", "") or "unknown")
-
     if corpus is None:
-        corpus = describe_sources(ordered)
-        if num_shards > 1:
-            corpus += f" (shard {shard_index} of {num_shards} by {shard_by})"
-        if limits.describe():
-            corpus += f" (limited to the first {limits.describe()})"
+        corpus = _default_corpus(ordered, shard_index, num_shards, shard_by, limits)
 
     output = Path(output) if output is not None else None
-    temporary = work_dir is None and output is None
-    if work_dir is None:
-        work_dir = (
-            Path(tempfile.mkdtemp(prefix="freq-table-parts-"))
-            if temporary
-            else output.with_name(output.name + ".parts")
-        )
-    work_dir = Path(work_dir)
+    work_dir, temporary = _work_directory(output, work_dir)
     manifest = {
         "tokenizer_fingerprint": fingerprint,
         "max_tokens_per_doc": max_tokens_per_doc,
@@ -166,7 +258,6 @@ def build(
         "docs_per_part": docs_per_part,
     }
     _check_manifest(work_dir, manifest)
-
     if not selected:
         logger.warning(
             "shard %d of %d by file selects none of the %d sources: writing an empty table "
@@ -175,77 +266,31 @@ def build(
             num_shards,
             len(ordered),
         )
-    encode = batch_encoder(tokenizer)
-    vocab_size = len(tokenizer)
-    parts: list[FrequencyTable] = []
-    resumed = 0
     bar = _progress_bar(progress)
-    meter = _Throughput(bar)
+    counter = _PartCounter(
+        work_dir=work_dir,
+        tokenizer_name=name,
+        fingerprint=fingerprint,
+        encode=batch_encoder(tokenizer),
+        vocab_size=len(tokenizer),
+        max_tokens_per_doc=max_tokens_per_doc,
+        limits=limits,
+        docs_per_part=docs_per_part,
+        batch_size=batch_size,
+        meter=_Throughput(bar),
+        document_stride=(shard_index, num_shards) if shard_by == "document" and num_shards > 1 else None,
+    )
+    parts: list[FrequencyTable] = []
     try:
         with tokenizer_parallelism(parallel):
             for position, source in enumerate(selected):
                 if limits.reached:
                     break
-                done_docs = 0
-                part = 0
-                complete = False
-                # Finished parts of this source (from an interrupted earlier run).
-                while True:
-                    path = work_dir / f"{position:05d}-{_slug(source.name)}.part{part:05d}.npz"
-                    if not path.is_file():
-                        break
-                    table = FrequencyTable.load(path)
-                    if table.tokenizer_fingerprint != fingerprint:
-                        raise BuildResumeError(f"{path} was counted with another tokenizer; remove {work_dir}")
-                    parts.append(table)
-                    resumed += 1
-                    done_docs += table.documents
-                    limits.used_documents += table.documents
-                    limits.used_tokens += table.total_tokens
-                    limits.used_text_bytes += table.text_bytes or 0
-                    part += 1
-                    if table.documents < docs_per_part or limits.reached:
-                        complete = True
-                        break
-                if complete or limits.reached:
-                    continue
-                texts = source.texts()
-                if shard_by == "document" and num_shards > 1:
-                    texts = itertools.islice(texts, shard_index, None, num_shards)
-                if done_docs:
-                    for _ in itertools.islice(texts, done_docs):  # skip what finished parts counted
-                        pass
-                while True:
-                    result = count_texts(
-                        itertools.islice(texts, docs_per_part),
-                        encode,
-                        vocab_size,
-                        max_tokens_per_doc,
-                        limits=limits,
-                        batch_size=batch_size,
-                        meter=meter,
-                    )
-                    table = FrequencyTable(
-                        counts=result.counts,
-                        tokenizer_name=name,
-                        tokenizer_fingerprint=fingerprint,
-                        tokenizer_vocab_size=vocab_size,
-                        total_tokens=result.total_tokens,
-                        documents=result.documents,
-                        max_tokens_per_doc=max_tokens_per_doc,
-                        corpus=f"{source.describe()} documents {done_docs}-{done_docs + result.documents}",
-                        text_bytes=result.text_bytes,
-                    )
-                    table.save(work_dir / f"{position:05d}-{_slug(source.name)}.part{part:05d}.npz")
-                    parts.append(table)
-                    done_docs += result.documents
-                    part += 1
-                    if result.documents < docs_per_part or limits.reached:
-                        break
+                parts += counter.count_source(position, source)
     finally:
         bar.close()
-    if resumed:
-        logger.info("resumed %d finished part(s) from %s", resumed, work_dir)
+    if counter.resumed:
+        logger.info("resumed %d finished part(s) from %s", counter.resumed, work_dir)
     if parts:
         table = merge_tables(parts, corpus=corpus)
     else:

@@ -18,7 +18,6 @@ file (``en/c4-train.{00000..00014}-of-01024.json.gz`` = the paper's 15 C4 shards
 from __future__ import annotations
 
 import glob
-import gzip
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -26,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pdd_tasks.loading.benchmark_data import iter_jsonl_records
+from pdd_tasks.errors import UserError
+from pdd_tasks.loading import files
 
 
 __all__ = [
@@ -52,7 +52,7 @@ _SUFFIX_FORMATS = {
 }
 
 
-class TableSourceError(ValueError):
+class TableSourceError(UserError):
     """A corpus source cannot be read (missing file, unknown format, missing field, offline Hub)."""
 
 
@@ -233,49 +233,32 @@ def _known(path: Path) -> bool:
     return True
 
 
-def _open_text(path: Path):
-    with open(path, "rb") as handle:
-        gzipped = handle.read(2) == b"\x1f\x8b"
-    return gzip.open(path, "rt", encoding="utf-8") if gzipped else open(path, encoding="utf-8")
-
-
 def _file_texts(source: Source) -> Iterator[str]:
     path = Path(source.name)
     if not path.is_file():
         raise TableSourceError(f"corpus file {source.name!r} not found")
     keep = _record_filter(source.where)
-    if source.format == "jsonl":
-        try:
-            for lineno, record in iter_jsonl_records(path):
+    try:
+        if source.format == "jsonl":
+            for lineno, record in files.iter_jsonl_records(path):
                 if keep(record):
                     yield _text_of(record, source.text_field, f"{path}:{lineno}")
-        except ValueError as exc:  # bad JSON, non-object line
-            if isinstance(exc, TableSourceError):
-                raise
-            raise TableSourceError(str(exc)) from None
-    elif source.format == "parquet":
-        yield from _parquet_texts(path, source, keep)
-    elif source.format == "text":
-        with _open_text(path) as handle:
-            yield handle.read()
-    elif source.format == "lines":
-        with _open_text(path) as handle:
-            for line in handle:
-                line = line.rstrip("\n")
+        elif source.format == "parquet":
+            yield from _parquet_texts(path, source, keep)
+        elif source.format == "text":
+            yield files.read_text(path)
+        elif source.format == "lines":
+            for _, line in files.iter_text_lines(path):
                 if line.strip():
                     yield line
-    else:
-        raise TableSourceError(f"unknown format {source.format!r}")
+        else:
+            raise TableSourceError(f"unknown format {source.format!r}")
+    except files.DatasetError as exc:  # not UTF-8, bad JSON, a truncated .gz, not Parquet
+        raise TableSourceError(str(exc)) from None
 
 
 def _parquet_texts(path: Path, source: Source, keep: Callable[[dict], bool]) -> Iterator[str]:
-    import pyarrow.parquet as pq
-
-    try:
-        parquet = pq.ParquetFile(path)
-    except Exception as exc:  # pyarrow raises ArrowInvalid / OSError
-        raise TableSourceError(f"{path}: not a readable Parquet file ({exc})") from None
-    names = parquet.schema_arrow.names
+    names = files.parquet_columns(path)
     wanted = [source.text_field.split(".")[0]] + [name.split(".")[0] for name, _ in source.where]
     missing = [name for name in dict.fromkeys(wanted) if name not in names]
     if missing and missing[0] == wanted[0]:
@@ -283,12 +266,9 @@ def _parquet_texts(path: Path, source: Source, keep: Callable[[dict], bool]) -> 
             f"{path}: no column {wanted[0]!r} (found {names}); choose the text field with --text-field"
         )
     columns = [name for name in dict.fromkeys(wanted) if name in names]
-    row = 0
-    for batch in parquet.iter_batches(batch_size=1024, columns=columns):
-        for record in batch.to_pylist():
-            row += 1
-            if keep(record):
-                yield _text_of(record, source.text_field, f"{path}: row {row}")
+    for row, record in files.iter_parquet_records(path, columns=columns):
+        if keep(record):
+            yield _text_of(record, source.text_field, f"{path}: row {row}")
 
 
 # ----------------------------------------------------------------------------------- hub

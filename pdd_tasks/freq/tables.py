@@ -45,7 +45,8 @@ from pdd_metrics.reference import (
     count_token_ids,
     log_reference_frequencies,
 )
-from pdd_tasks.loading.benchmark_data import iter_jsonl_records
+from pdd_tasks.errors import UserError
+from pdd_tasks.loading.files import iter_jsonl_records
 
 
 __all__ = [
@@ -90,11 +91,15 @@ _OPTIONAL_META_FIELDS = (("counts_from", "corpus"), ("text_bytes", None))
 COUNTS_FROM = ("corpus", "estimate", "uniform")
 
 
-class FrequencyTableError(ValueError):
+class FrequencyTableError(UserError):
     """A file is not a readable frequency table."""
 
 
-class FrequencyTableMismatchError(ValueError):
+class EmptyFrequencyTableError(FrequencyTableError):
+    """A table that counted no token (an empty corpus, a --where that matched nothing)."""
+
+
+class FrequencyTableMismatchError(UserError):
     """A frequency table was built with another tokenizer than the model's."""
 
 
@@ -250,6 +255,12 @@ class FrequencyTable:
         :func:`pdd_metrics.reference.log_reference_frequencies`. Returns float64, shape
         ``(vocab_size,)``.
         """
+        if self.total_tokens == 0:
+            raise EmptyFrequencyTableError(
+                f"the frequency table ({self.description}) counted no token at all: with it, DC-PDD would "
+                f"calibrate by nothing but the smoothing. Build it again from a corpus with texts (check "
+                f"--input, --text-field and --where of build-table), or use another table."
+            )
         return log_reference_frequencies(self.counts, vocab_size)
 
     # ------------------------------------------------------------------ file I/O

@@ -13,19 +13,15 @@ holding the split's file. See :class:`DataSpec` and :func:`load_benchmark`.
 
 from __future__ import annotations
 
-import fnmatch
-import gzip
 import importlib.resources
-import json
 import logging
 import re
-import tempfile
-import zipfile
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import datasets
+
+from pdd_tasks.loading import files
 
 
 logger = logging.getLogger(__name__)
@@ -33,104 +29,39 @@ logger = logging.getLogger(__name__)
 PACKAGED_DATA = importlib.resources.files("pdd_tasks") / "data"
 
 
-class DatasetError(ValueError):
-    pass
+DATA_SUFFIXES = files.DATA_SUFFIXES
+DatasetError = files.DatasetError
+iter_jsonl_records = files.iter_jsonl_records
+read_jsonl = files.read_jsonl
+read_json_strings = files.read_json_strings
+#: Rows of a local data file (or of each file of a list); see :func:`pdd_tasks.loading.files.read_rows`.
+read_local_rows = files.read_rows
 
 
-def _iter_json_lines(path: str | Path, expected: type, what: str) -> Iterator[tuple[int, object]]:
-    """``(line number, value)`` for each non-blank line of a JSON-lines file, plain or gzipped (gzip
-    detected from the magic bytes); a line that is not valid JSON of type ``expected`` raises
-    :class:`DatasetError` naming the file and the 1-based line number."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"file {str(path)!r} not found")
-    with open(path, "rb") as handle:
-        opener = gzip.open if handle.read(2) == b"\x1f\x8b" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise DatasetError(f"{path}:{line_number}: not valid JSON ({error})") from None
-            if not isinstance(value, expected):
-                raise DatasetError(f"{path}:{line_number}: expected {what}, got {type(value).__name__}")
-            yield line_number, value
+_LABEL_TEXTS = {"0": 0, "1": 1}
 
 
-def iter_jsonl_records(path: str | Path) -> Iterator[tuple[int, dict]]:
-    """``(line number, object)`` for each non-blank line of a ``.jsonl`` or gzipped ``.jsonl.gz``.
-
-    Gzip is detected from the file's magic bytes. A line that is not a JSON object raises
-    :class:`DatasetError` naming the file and the 1-based line number.
-    """
-    return _iter_json_lines(path, dict, "a JSON object")
-
-
-def read_jsonl(path: str | Path) -> list[dict]:
-    return [record for _, record in iter_jsonl_records(path)]
-
-
-DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".csv", ".parquet")
-
-
-def _is_data_file(name: str) -> bool:
-    return name.lower().endswith(DATA_SUFFIXES)
-
-
-def read_local_rows(path: str | Path, zip_member: Sequence[str] = ()) -> list[dict]:
-    """Rows of a local data file: ``.jsonl`` (or gzipped ``.jsonl.gz``), ``.json`` (one object per
-    line, or a JSON array of objects), ``.csv``, ``.parquet``, or one such file inside a ``.zip``.
-
-    In a zip the file is the one whose name (in any folder) matches one of the ``zip_member``
-    names or glob patterns (case-insensitive), else the only data file in it.
-    """
-    path = Path(path).expanduser()
-    if not path.is_file():
+def check_text_value(text, where: str, text_field: str) -> None:
+    """A text must be a string (a number or a list in the text field is a :class:`DatasetError`)."""
+    if text is not None and not isinstance(text, str):
         raise DatasetError(
-            f"Data file not found: {path}. Give the path of a .jsonl, .json, .csv, .parquet or .zip file."
+            f"{where}: field {text_field!r} holds {type(text).__name__} {text!r}, not a text. Name the field that "
+            f'holds the texts with --metadata \'{{"text_field": "..."}}\', or quote the values as strings.'
         )
-    name = path.name.lower()
-    if name.endswith(".zip"):
-        return _read_zip_rows(path, zip_member)
-    if name.endswith(".csv"):
-        return datasets.load_dataset("csv", data_files=str(path), split="train").to_list()
-    if name.endswith(".parquet"):
-        import pyarrow.parquet
-
-        return pyarrow.parquet.read_table(path).to_pylist()
-    if name.endswith(".json"):
-        with open(path, encoding="utf-8") as handle:
-            start = handle.read(4096).lstrip()[:1]
-        if start == "[":
-            records = json.loads(path.read_text(encoding="utf-8"))
-            if not all(isinstance(record, dict) for record in records):
-                raise DatasetError(f"{path}: expected a JSON array of objects.")
-            return records
-        return read_jsonl(path)
-    if name.endswith((".jsonl", ".jsonl.gz")):
-        return read_jsonl(path)
-    raise DatasetError(
-        f"{path}: unsupported file type; use .jsonl (one JSON object per line), .jsonl.gz, .json, .csv, .parquet or .zip."
-    )
 
 
-def _read_zip_rows(path: Path, wanted: Sequence[str]) -> list[dict]:
-    with zipfile.ZipFile(path) as archive:
-        files = [n for n in archive.namelist() if _is_data_file(n) and not n.startswith("__MACOSX/")]
-        chosen = [n for n in files if any(fnmatch.fnmatch(PurePosixPath(n).name.lower(), w.lower()) for w in wanted)]
-        if not chosen and len(files) == 1:
-            chosen = files
-        if len(chosen) != 1:
-            named = f" named {', '.join(wanted)}" if wanted else ""
+def _check_no_text_in_both_classes(texts: list[str], labels: list[int], source: str) -> None:
+    """A text labelled both member and non-member makes AUC and TPR meaningless: refuse it."""
+    first_row: dict[tuple[str, int], int] = {}
+    for row, (text, label) in enumerate(zip(texts, labels, strict=True)):
+        first_row.setdefault((text, label), row)
+        other = first_row.get((text, 1 - label))
+        if other is not None:
             raise DatasetError(
-                f"{path}: expected one data file{named} in the zip, found {chosen or files or 'none'}. "
-                f"Unzip it and pass the file itself as data_source."
+                f"{source}: rows {other} and {row} hold the same text with label {1 - label} and {label} "
+                f"({text[:60]!r}{'...' if len(text) > 60 else ''}); a text cannot be both a member and a "
+                f"non-member. Fix the label of one of them or remove the duplicate."
             )
-        with tempfile.TemporaryDirectory() as folder:
-            extracted = archive.extract(chosen[0], folder)
-            return read_local_rows(extracted)
 
 
 def normalise_rows(rows: list[dict], source: str, text_field: str, label_field: str) -> datasets.Dataset:
@@ -149,11 +80,14 @@ def normalise_rows(rows: list[dict], source: str, text_field: str, label_field: 
                 f'Name the text field with --metadata \'{{"text_field": "..."}}\'.'
             )
         text = row[text_field]
-        if not isinstance(text, str) or not text.strip():
+        check_text_value(text, f"{source}, row {index}", text_field)
+        if text is None or not text.strip():
             raise DatasetError(
                 f"{source}, row {index}: the text is empty; an empty text cannot be scored. Remove the row."
             )
         label = row.get(label_field)
+        if isinstance(label, str):  # CSV values are strings
+            label = _LABEL_TEXTS.get(label.strip(), label)
         if label is None:
             raise DatasetError(
                 f"{source}, row {index}: no label (field {label_field!r}). Every row needs label 1 "
@@ -163,6 +97,7 @@ def normalise_rows(rows: list[dict], source: str, text_field: str, label_field: 
             raise DatasetError(f"{source}, row {index}: label {label!r}; expected 1 (member) or 0 (non-member).")
         texts.append(text)
         labels.append(int(label))
+    _check_no_text_in_both_classes(texts, labels, source)
     members = sum(labels)
     if members in (0, len(labels)):
         raise DatasetError(
@@ -234,6 +169,26 @@ class DataSpec:
     source_url: str | None = None
     hub_note: str | None = None
 
+    #: The task metadata keys a spec is read from (``language`` only documents the texts).
+    METADATA_KEYS = (
+        "hub_id",
+        "local_file",
+        "hub_files",
+        "schema",
+        "word_unit",
+        "max_words",
+        "dataset_label",
+        "data_source",
+        "packaged_file",
+        "text_field",
+        "label_field",
+        "member_field",
+        "nonmember_field",
+        "source_url",
+        "hub_note",
+        "language",
+    )
+
     @classmethod
     def from_task_config(cls, config) -> DataSpec:
         """The spec of an lm-eval ``TaskConfig`` (uses ``task``, ``dataset_path``,
@@ -245,18 +200,18 @@ class DataSpec:
         local = [local] if isinstance(local, str) else list(local)
         hub_files = metadata.get("hub_files") or {}
         if not isinstance(hub_files, dict) or not set(hub_files) <= {"member", "nonmember"}:
-            raise ValueError(
+            raise DatasetError(
                 f"{task}: metadata hub_files={hub_files!r}: expected {{'member': path, 'nonmember': path}}."
             )
         schema = metadata.get("schema", "text_label")
         if schema not in SCHEMAS:
-            raise ValueError(f"{task}: metadata schema={schema!r}: expected one of {', '.join(SCHEMAS)}.")
+            raise DatasetError(f"{task}: metadata schema={schema!r}: expected one of {', '.join(SCHEMAS)}.")
         word_unit = metadata.get("word_unit", "whitespace")
         if word_unit not in WORD_UNITS:
-            raise ValueError(f"{task}: metadata word_unit={word_unit!r}: expected one of {', '.join(WORD_UNITS)}.")
+            raise DatasetError(f"{task}: metadata word_unit={word_unit!r}: expected one of {', '.join(WORD_UNITS)}.")
         max_words = metadata.get("max_words")
         if max_words is not None and (isinstance(max_words, bool) or not isinstance(max_words, int) or max_words <= 0):
-            raise ValueError(
+            raise DatasetError(
                 f"{task}: metadata max_words={max_words!r}: expected a positive integer (e.g. 512) or null."
             )
         return cls(
@@ -414,11 +369,6 @@ def _read_directory_rows(folder: Path, spec: DataSpec) -> tuple[list[dict], str]
         f"{spec.task}: data_source directory {folder} holds none of {', '.join(spec.file_names)} "
         f"(nor in its subdirectories). Put the split's file there, or pass the file itself as data_source."
     )
-
-
-def read_json_strings(path: str | Path) -> list[str]:
-    """The texts of a file holding one JSON string per line (MIMIR's ``train``/``test`` files)."""
-    return [text for _, text in _iter_json_lines(path, str, "a JSON string (one text per line)")]
 
 
 def _member_nonmember_rows(rows: list[dict], source: str, member_field: str, nonmember_field: str) -> list[dict]:

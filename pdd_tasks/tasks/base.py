@@ -22,13 +22,26 @@ from pdd_tasks.backends.base import ModelInfo, PerTokenRequest, TokenScores
 from pdd_tasks.backends.completions import install_api_capture
 from pdd_tasks.backends.hf import install_hf_capture
 from pdd_tasks.backends.vllm import install_vllm_capture
+from pdd_tasks.errors import UserError, install_excepthook
 from pdd_tasks.freq.tables import FrequencyTable, find_table, tokenizer_fingerprint
-from pdd_tasks.loading.benchmark_data import DataSpec, load_benchmark
-from pdd_tasks.registry import ScoringSettings, TextInputs, extra_texts, needs, score_text
+from pdd_tasks.loading.benchmark_data import DatasetError, DataSpec, load_benchmark
+from pdd_tasks.registry import (
+    SETTINGS,
+    ScoringSettings,
+    TextInputs,
+    check_metadata_keys,
+    extra_texts,
+    needs,
+    score_text,
+)
 from pdd_tasks.tasks import aggregations
 
 
 logger = logging.getLogger(__name__)
+
+# lm_eval shows an uncaught exception of a task with its traceback; a user's mistake is shown as
+# its message alone (pdd_tasks.errors).
+install_excepthook()
 
 
 def metric_list(methods: tuple[str, ...]) -> list[dict]:
@@ -56,6 +69,46 @@ class BackendWithoutTokenLogprobs(RuntimeError):
     pass
 
 
+class AnswersFromAnotherModel(UserError):
+    """The backend's answers were not computed by the run's model (a shared ``--use_cache`` file)."""
+
+
+def _same_model(expected: str, name: str) -> bool:
+    """Whether model name/path ``expected`` (from --model_args) names the model ``name`` reports."""
+    if expected == name:
+        return True
+    left, right = Path(expected).expanduser(), Path(name).expanduser()
+    if left.exists() and right.exists():
+        return left.resolve() == right.resolve()
+    return expected.rstrip("/").split("/")[-1] == name.rstrip("/").split("/")[-1]
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(name: str):
+    try:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(name)
+    except Exception as error:
+        logger.debug("Could not load tokenizer %r: %s", name, error)
+        return None
+
+
+def scored_prefix(text: str, token_ids: np.ndarray, tokenizer) -> str:
+    """The beginning of ``text`` that the scored ``token_ids`` (the text's first tokens, the start
+    token excluded) cover: cut at the end offset of the last one (fast tokenizers), else decoded."""
+    n = int(token_ids.size)
+    try:
+        encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        ids, offsets = list(encoded["input_ids"]), list(encoded["offset_mapping"])
+        for skip in (0, 1):  # 1: the text's own first token was the start token (not scored)
+            if [int(t) for t in ids[skip : skip + n]] == token_ids.tolist():
+                return text[: offsets[skip + n - 1][1]]
+    except (NotImplementedError, KeyError, TypeError, ValueError):  # a slow tokenizer: no offsets
+        pass
+    return tokenizer.decode(token_ids.tolist())
+
+
 class MembershipInferenceTask(ConfigurableTask):
     """A labelled membership-inference benchmark (label 1 = member) scored with every method.
 
@@ -69,6 +122,7 @@ class MembershipInferenceTask(ConfigurableTask):
         config = dict(config)
         config.pop("class", None)
         metadata = dict(config.get("metadata") or {})
+        check_metadata_keys(metadata, self.metadata_keys(), config.get("task", type(self).__name__))
         self.settings = ScoringSettings.from_metadata(metadata)
         config["metric_list"] = self.build_metric_list(metadata)
         # Metric values come from process_results below; this stops the harness from looking the
@@ -81,6 +135,11 @@ class MembershipInferenceTask(ConfigurableTask):
         self._warned_context = False
         super().__init__(config=config)
         self.check_table_before_scoring(metadata)
+
+    @classmethod
+    def metadata_keys(cls) -> set[str]:
+        """The metadata keys this task reads: the method settings and where its data comes from."""
+        return {setting.name for setting in SETTINGS} | set(DataSpec.METADATA_KEYS)
 
     def build_metric_list(self, metadata: dict) -> list[dict]:
         """The harness metrics of this task (called before the data is loaded)."""
@@ -143,12 +202,18 @@ class MembershipInferenceTask(ConfigurableTask):
         """Every method's score of ``doc["text"]`` from the backend's answers to its requests
         (the text first, then the extra texts of :func:`pdd_tasks.registry.extra_texts`)."""
         scores = results[0]
+        self.check_answering_model(scores.model)
         self.record_scoring_backend(scores.model)
+        if scores.logprobs.size == 0:
+            raise DatasetError(
+                f"{self.config.task}: the text {doc['text']!r} is only the model's start token, so no token is "
+                f"left to score after it (DC-PDD Eq. 2 scores the tokens after the start token). Remove the row."
+            )
         extra: dict[str, list[np.ndarray]] = {}
         for (method, _), answer in zip(extra_texts(doc["text"], self.settings), results[1:], strict=True):
             extra.setdefault(method, []).append(answer.logprobs)
         inputs = TextInputs(
-            text=doc["text"],
+            text=self.scored_text(doc["text"], scores) if needs(self.settings, "text") else doc["text"],
             logprobs=scores.logprobs,
             token_ids=scores.token_ids,
             mu=scores.mu,
@@ -159,6 +224,42 @@ class MembershipInferenceTask(ConfigurableTask):
             extra_logprobs=extra,
         )
         return score_text(inputs, self.settings)
+
+    def check_answering_model(self, model: ModelInfo) -> None:
+        """Refuse answers from another model than the run's: a ``--use_cache`` file written by one
+        model answers any other model's identical requests (lm-eval's cache key is the request alone)."""
+        if model == getattr(self, "_answering_model", None):
+            return
+        first = getattr(self, "_answering_model", None)
+        expected = self.config.metadata.get("pretrained") or self.config.metadata.get("model")
+        if first is not None:
+            raise AnswersFromAnotherModel(
+                f"{self.config.task}: the per-token answers come from two models ({first.name}, tokenizer "
+                f"{first.tokenizer_fingerprint[:12]}; and {model.name}, tokenizer {model.tokenizer_fingerprint[:12]}). "
+                f"A --use_cache file written by another model answered part of this run: use a cache file per model."
+            )
+        if isinstance(expected, str) and not _same_model(expected, model.name):
+            raise AnswersFromAnotherModel(
+                f"{self.config.task}: the per-token answers were computed by {model.name} ({model.backend}), but "
+                f"this run's model is {expected}. A --use_cache file written by another model answered this run; "
+                f"use a cache file per model (e.g. --use_cache cache/<model name>) or delete the cache file."
+            )
+        self._answering_model = model
+
+    def scored_text(self, text: str, scores: TokenScores) -> str:
+        """The part of ``text`` that was scored: the whole text, or with ``truncate: true`` the
+        beginning the model saw (Zlib divides by the compressed size of this part)."""
+        if not scores.truncated_tokens:
+            return text
+        names = [self.config.metadata.get(key) for key in ("tokenizer", "pretrained")] + [scores.model.name]
+        for name in names:
+            if isinstance(name, str) and (tokenizer := _tokenizer(name)) is not None:
+                return scored_prefix(text, scores.token_ids, tokenizer)
+        raise UserError(
+            f"{self.config.task}: a text was truncated to {scores.token_ids.size} tokens, and Zlib needs the part "
+            f"that was scored, but the model's tokenizer could not be loaded from {names}; name it with "
+            f"--model_args tokenizer=<name or path>, or drop Zlib's truncation by keeping texts within the context."
+        )
 
     def record_scoring_backend(self, model: ModelInfo) -> None:
         """Record in the results JSON (``configs.<task>.metadata.token_scores``) which backend gave

@@ -22,6 +22,10 @@ class ControlledMembershipTask(MembershipInferenceTask):
     so that is an error when the model is named on the command line.
     """
 
+    @classmethod
+    def metadata_keys(cls) -> set[str]:
+        return super().metadata_keys() | {"controlled_dir"}
+
     def controlled_dir(self) -> Path:
         value = (self.config.metadata or {}).get("controlled_dir")
         return Path(value).expanduser() if value else default_controlled_dir()
@@ -38,7 +42,7 @@ class ControlledMembershipTask(MembershipInferenceTask):
         pretrained = (self.config.metadata or {}).get("pretrained")
         tuned = directory / "model"
         if isinstance(pretrained, str) and Path(pretrained).expanduser().resolve() != tuned.resolve():
-            raise ValueError(
+            raise DatasetError(
                 f"pdd_controlled: its labels say which texts {tuned} was fine-tuned on, but the model is "
                 f"{pretrained}. Run it with --model_args pretrained={tuned}."
             )

@@ -22,13 +22,15 @@ reports
 
 from __future__ import annotations
 
+import difflib
 import logging
 import math
 from dataclasses import dataclass
 
 import datasets
 
-from pdd_tasks.loading.benchmark_data import DatasetError, normalise_rows, read_local_rows
+from pdd_tasks.loading.benchmark_data import DatasetError, check_text_value, normalise_rows, read_local_rows
+from pdd_tasks.registry import SETTINGS, SettingError
 from pdd_tasks.tasks import aggregations
 from pdd_tasks.tasks.base import MembershipInferenceTask
 
@@ -36,7 +38,10 @@ from pdd_tasks.tasks.base import MembershipInferenceTask
 logger = logging.getLogger(__name__)
 
 DEFAULT_TARGET_FPR = 0.05
+DEFAULT_LABEL_FIELD = "label"
 SUSPECT, REFERENCE = "suspect", "reference"
+#: The metadata keys of pdd_custom besides the method settings.
+CUSTOM_KEYS = ("data_files", "reference_files", "target_fpr", "text_field", "label_field", "language")
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,8 @@ def check_texts(rows: list[dict], source: str, text_field: str) -> list[str]:
                 f"{source}, row {index}: no field {text_field!r} (fields: {sorted(row)}). "
                 f'Name the text field with --metadata \'{{"text_field": "..."}}\'.'
             )
-        if not isinstance(text, str) or not text.strip():
+        check_text_value(text, f"{source}, row {index}", text_field)
+        if text is None or not text.strip():
             raise DatasetError(
                 f"{source}, row {index}: the text is empty; an empty text cannot be scored. Remove the row."
             )
@@ -72,27 +78,45 @@ def check_texts(rows: list[dict], source: str, text_field: str) -> list[str]:
 def _target_fpr(metadata: dict) -> float:
     value = metadata.get("target_fpr", DEFAULT_TARGET_FPR)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
-        raise ValueError(f"metadata target_fpr={value!r}: expected a rate in (0, 1), e.g. 0.05 or 0.01.")
+        raise SettingError(f"metadata target_fpr={value!r}: expected a rate in (0, 1), e.g. 0.05 or 0.01.")
     return float(value)
+
+
+def _check_paths(key: str, value) -> None:
+    """``data_files``/``reference_files``: a path or a list of paths (their rows are read in order)."""
+    if (
+        value is None
+        or isinstance(value, str)
+        or (isinstance(value, list) and value and all(isinstance(item, str) for item in value))
+    ):
+        return
+    raise DatasetError(
+        f'metadata {key}={value!r}: expected a file path or a list of file paths, e.g. "texts.jsonl" or '
+        f'["part1.jsonl", "part2.csv"].'
+    )
 
 
 def read_custom_data(metadata: dict) -> CustomData:
     """Read and check the files named in the task metadata; decide labelled or unlabelled mode."""
     path = metadata.get("data_files")
     if not path:
-        raise ValueError(
+        raise DatasetError(
             'pdd_custom needs a data file: --metadata \'{"data_files": "texts.jsonl"}\' (JSONL or CSV with a '
             "text field and, for labelled data, a 0/1 label field; 1 = member)."
         )
+    _check_paths("data_files", path)
+    _check_paths("reference_files", metadata.get("reference_files"))
     text_field = metadata.get("text_field", "text")
-    label_field = metadata.get("label_field", "label")
+    label_field = metadata.get("label_field", DEFAULT_LABEL_FIELD)
     reference_path = metadata.get("reference_files")
     target_fpr = _target_fpr(metadata)
     rows = read_local_rows(path)
     labelled = label_field is not None and any(label_field in row for row in rows)
+    if not labelled and label_field not in (None, DEFAULT_LABEL_FIELD):  # a named field no row has: a typo?
+        raise DatasetError(_label_field_missing(rows, path, label_field))
     if labelled:
         if reference_path:
-            raise ValueError(
+            raise DatasetError(
                 f"pdd_custom: {path} has labels (field {label_field!r}), so its metrics are AUC and TPR; "
                 f"reference_files is for unlabelled texts. Drop reference_files, or set "
                 f"--metadata '{{\"label_field\": null}}' to treat {path} as unlabelled."
@@ -108,6 +132,11 @@ def read_custom_data(metadata: dict) -> CustomData:
             "(in --log_samples), no decisions. A score's scale depends on model, method and text; to "
             'decide, add --metadata \'{"reference_files": "<known non-members of the same kind>"}\'.',
             path,
+        )
+    elif len(reference) < 2:
+        raise DatasetError(
+            f"pdd_custom: {reference_path} holds {len(reference)} text; a threshold and a rank test need at least "
+            f"2 known non-members ({math.ceil(1 / target_fpr)} for target_fpr={target_fpr}). Add texts to it."
         )
     elif len(reference) < math.ceil(1 / target_fpr):
         logger.warning(
@@ -127,8 +156,23 @@ def read_custom_data(metadata: dict) -> CustomData:
     return CustomData(dataset, labelled=False, has_reference=bool(reference), target_fpr=target_fpr)
 
 
+def _label_field_missing(rows: list[dict], path, label_field: str) -> str:
+    """The message for a ``label_field`` that no row has (a typo would otherwise make the run unlabelled)."""
+    fields = sorted({name for row in rows for name in row})
+    close = difflib.get_close_matches(label_field, fields, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return (
+        f"pdd_custom: label_field={label_field!r}, but no row of {path} has that field (fields: {fields}); "
+        f"{hint}Name the label field, or drop label_field (or set it to null) to score the texts unlabelled."
+    )
+
+
 class CustomMembershipTask(MembershipInferenceTask):
     """The user's own texts, labelled (benchmark metrics) or unlabelled (the contamination check)."""
+
+    @classmethod
+    def metadata_keys(cls) -> set[str]:
+        return {setting.name for setting in SETTINGS} | set(CUSTOM_KEYS)
 
     def build_metric_list(self, metadata: dict) -> list[dict]:
         self.custom = read_custom_data(metadata)

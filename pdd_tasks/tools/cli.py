@@ -126,11 +126,15 @@ def _add_decisions(parser: argparse.ArgumentParser) -> None:
         metavar="FILE.jsonl",
         help="per-text decisions (default: decisions_<task>.jsonl next to the results file)",
     )
+    parser.add_argument("--force", action="store_true", help="replace the --output file if it exists")
 
 
 def _add_make_controlled(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output", type=Path, default=None, help="directory to write (default $LM_EVAL_PDD_HOME/controlled/default)"
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="replace --output if it exists (its files are deleted first)"
     )
     parser.add_argument("--model", default=None, help="base model, HF name or directory (default: the default model)")
     parser.add_argument(

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pdd_metrics import calibrate_threshold, flag_members, suspect_vs_reference_test
+from pdd_tasks.errors import UserError
+from pdd_tasks.loading.files import read_json, read_jsonl
 from pdd_tasks.tasks.custom import DEFAULT_TARGET_FPR, REFERENCE, SUSPECT
 from pdd_tasks.tools.report import latest_results_file
 
@@ -42,10 +44,10 @@ def decide(output_path: Path, task: str = "pdd_custom") -> tuple[list[MethodDeci
     """Per-method summary, one record per suspect text (its row, text, scores and flags), and the
     target FPR the thresholds were calibrated for."""
     results_file = latest_results_file(Path(output_path))
-    results = json.loads(results_file.read_text())
+    results = read_json(results_file)
     metadata = results.get("configs", {}).get(task, {}).get("metadata", {})
     target_fpr = float(metadata.get("target_fpr", DEFAULT_TARGET_FPR))
-    samples = [json.loads(line) for line in _samples_file(results_file, task).read_text().splitlines() if line.strip()]
+    samples = read_jsonl(_samples_file(results_file, task))
     if not samples or "role" not in samples[0]["doc"]:
         raise ValueError(f"{task} in {results_file} was not an unlabelled run (no suspect/reference roles).")
     methods = [key.removesuffix("_flagged") for key in samples[0] if key.endswith("_flagged")]
@@ -95,6 +97,17 @@ def summary_table(summary: list[MethodDecision]) -> str:
     return "\n".join(lines)
 
 
+def check_output_file(path: Path, force: bool, option: str) -> None:
+    """Refuse to write ``path`` into a missing directory, or over an existing file without --force."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise UserError(f"{option} {path}: the directory {path.parent} does not exist; create it first.")
+    if path.is_dir():
+        raise UserError(f"{option} {path} is a directory; give a file name such as decisions.jsonl.")
+    if path.exists() and not force:
+        raise UserError(f"{option} {path} already exists; pass --force to replace it, or choose another {option}.")
+
+
 # -- lm-eval-pdd decisions (arguments: pdd_tasks/tools/cli.py) ------------------------------------------------
 
 
@@ -103,10 +116,11 @@ def run(args) -> int:
 
     try:
         summary, records, target_fpr = decide(args.results, args.task)
+        output = args.output or latest_results_file(args.results).parent / f"decisions_{args.task}.jsonl"
+        check_output_file(output, args.force, "--output")
     except (FileNotFoundError, ValueError) as exc:
         print(f"lm-eval-pdd decisions: {exc}", file=sys.stderr)
         return 1
-    output = args.output or latest_results_file(args.results).parent / f"decisions_{args.task}.jsonl"
     with open(output, "w", encoding="utf-8") as handle:
         for record in records:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")

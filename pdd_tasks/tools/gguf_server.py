@@ -40,6 +40,11 @@ import numpy as np
 
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
+#: Most top alternatives per token a request may ask for (``logprobs``); vLLM's default cap is 20,
+#: OpenAI's 5. The whole vocabulary per token would be megabytes per prompt.
+DEFAULT_MAX_LOGPROBS = 20
+#: Largest request body accepted (bytes); a larger Content-Length is answered 413 without reading it.
+DEFAULT_MAX_BODY_BYTES = 16 * 2**20
 
 
 class RequestError(ValueError):
@@ -77,7 +82,9 @@ class CompletionEngine:
         n_threads: int | None = None,
         n_threads_batch: int | None = None,
         name: str | None = None,
+        max_logprobs: int = DEFAULT_MAX_LOGPROBS,
     ) -> None:
+        self.max_logprobs = max_logprobs
         try:
             from llama_cpp import Llama
         except ImportError as error:  # pragma: no cover - depends on the environment
@@ -138,6 +145,11 @@ class CompletionEngine:
         logprobs = body.get("logprobs")
         if logprobs is not None and (isinstance(logprobs, bool) or not isinstance(logprobs, int) or logprobs < 0):
             raise RequestError(f"logprobs must be a whole number >= 0 or null, got {logprobs!r}.")
+        if logprobs is not None and logprobs > self.max_logprobs:
+            raise RequestError(
+                f"logprobs={logprobs}: this server returns at most {self.max_logprobs} alternatives per token "
+                f"(start it with a larger --max-logprobs to allow more)."
+            )
         max_tokens = body.get("max_tokens", DEFAULT_MAX_TOKENS)
         max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
@@ -177,74 +189,78 @@ class CompletionEngine:
         }
 
     def _one(self, ids: list[int], echo: bool, logprobs: int | None, max_tokens: int, stop: list[str]):
+        """One choice: the prompt ``ids`` evaluated, greedy generation, and the log-probs asked for."""
         llm = self.llm
         llm.reset()
         llm.eval(ids)
-        max_tokens = min(max_tokens, self.n_ctx - len(ids))
         want_lp = logprobs is not None
         # rows[j] = log p(. | ids[:j+1]): the distribution of token j+1 (prompt) or of the next token.
         rows = log_softmax_rows(llm.scores[: len(ids)]) if (echo and want_lp) else None
+        generated, gen_rows, text, finish = self._generate(ids, min(max_tokens, self.n_ctx - len(ids)), stop)
+        prompt_text = llm.detokenize(ids, special=True).decode("utf-8", errors="replace")
+        choice = {"text": (prompt_text + text) if echo else text, "logprobs": None, "finish_reason": finish}
+        if want_lp:
+            scored = []
+            if echo:
+                scored += [(ids[0], None)] + [(ids[j], rows[j - 1]) for j in range(1, len(ids))]
+            scored += list(zip(generated, gen_rows, strict=False))
+            choice["logprobs"] = self._logprobs(scored, logprobs, 0 if echo else len(prompt_text))
+        return choice, len(generated)
+
+    def _generate(self, ids: list[int], max_tokens: int, stop: list[str]):
+        """Greedy generation after the evaluated prompt: ``(tokens, their distributions, text,
+        finish reason)``; stops at EOS, at a ``stop`` string (cut from the text) or at ``max_tokens``."""
+        llm = self.llm
         last = log_softmax_rows(llm.scores[len(ids) - 1 : len(ids)])[0]
         generated: list[int] = []
         gen_rows: list[np.ndarray] = []
         text = ""
-        finish = "length"
         while len(generated) < max_tokens:
             token = int(np.argmax(last))
             if token == self.eos:
-                finish = "stop"
-                break
+                return generated, gen_rows, text, "stop"
             generated.append(token)
             gen_rows.append(last)
             text = llm.detokenize(generated).decode("utf-8", errors="replace")
             hit = [text.find(s) for s in stop if s and s in text]
             if hit:
-                text = text[: min(hit)]
-                finish = "stop"
-                break
+                return generated, gen_rows, text[: min(hit)], "stop"
             if len(generated) < max_tokens:
                 llm.eval([token])
                 last = log_softmax_rows(llm.scores[len(ids) + len(generated) - 1 : len(ids) + len(generated)])[0]
-        prompt_text = llm.detokenize(ids, special=True).decode("utf-8", errors="replace")
-        choice = {"text": (prompt_text + text) if echo else text, "logprobs": None, "finish_reason": finish}
-        if want_lp:
-            tokens, token_logprobs, top_logprobs, offsets = [], [], [], []
-            offset = 0
-            scored = []
-            if echo:
-                scored += [(ids[0], None)] + [(ids[j], rows[j - 1]) for j in range(1, len(ids))]
-            scored += list(zip(generated, gen_rows, strict=False))
-            if not echo:
-                offset = len(prompt_text)
-            for token, row in scored:
-                key = self.key(token)
-                tokens.append(key)
-                offsets.append(offset)
-                offset += len(key)
-                if row is None:  # the first prompt token has no distribution (OpenAI gives null)
-                    token_logprobs.append(None)
-                    top_logprobs.append(None)
-                    continue
-                token_logprobs.append(float(row[token]))
-                top = {}
-                if logprobs > 0:
-                    best = (
-                        np.argpartition(-row, logprobs - 1)[:logprobs] if logprobs < row.size else np.arange(row.size)
-                    )
-                    for alt in best[np.argsort(-row[best], kind="stable")]:
-                        top.setdefault(self.key(int(alt)), float(row[alt]))
-                top.setdefault(key, float(row[token]))  # the actual token too, as OpenAI does
-                top_logprobs.append(top)
-            choice["logprobs"] = {
-                "tokens": tokens,
-                "token_logprobs": token_logprobs,
-                "top_logprobs": top_logprobs,
-                "text_offset": offsets,
-            }
-        return choice, len(generated)
+        return generated, gen_rows, text, "length"
+
+    def _logprobs(self, scored: list[tuple[int, np.ndarray | None]], k: int, offset: int) -> dict:
+        """OpenAI's ``logprobs`` object for ``(token, its distribution)`` pairs: each token's log-prob
+        and its ``k`` top alternatives (plus the token itself); a token without a distribution (the
+        first prompt token) gets null."""
+        tokens, token_logprobs, top_logprobs, offsets = [], [], [], []
+        for token, row in scored:
+            key = self.key(token)
+            tokens.append(key)
+            offsets.append(offset)
+            offset += len(key)
+            if row is None:  # the first prompt token has no distribution (OpenAI gives null)
+                token_logprobs.append(None)
+                top_logprobs.append(None)
+                continue
+            token_logprobs.append(float(row[token]))
+            top = {}
+            if k > 0:
+                best = np.argpartition(-row, k - 1)[:k] if k < row.size else np.arange(row.size)
+                for alt in best[np.argsort(-row[best], kind="stable")]:
+                    top.setdefault(self.key(int(alt)), float(row[alt]))
+            top.setdefault(key, float(row[token]))  # the actual token too, as OpenAI does
+            top_logprobs.append(top)
+        return {
+            "tokens": tokens,
+            "token_logprobs": token_logprobs,
+            "top_logprobs": top_logprobs,
+            "text_offset": offsets,
+        }
 
 
-def make_handler(engine: CompletionEngine):
+def make_handler(engine: CompletionEngine, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as the harness' clients expect
 
@@ -277,7 +293,19 @@ def make_handler(engine: CompletionEngine):
 
         def do_POST(self):
             path = self.path.rstrip("/")
-            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                length = -1
+            if not 0 <= length <= max_body_bytes:
+                self.close_connection = True  # the body is not read: the connection cannot be reused
+                self._error(
+                    HTTPStatus.REQUEST_ENTITY_TOO_LARGE if length > 0 else HTTPStatus.BAD_REQUEST,
+                    f"request body of {self.headers.get('Content-Length')!r} bytes: this server accepts bodies of "
+                    f"0 to {max_body_bytes} bytes (start it with a larger --max-body-bytes, or send fewer prompts "
+                    f"per request).",
+                )
+                return
             raw = self.rfile.read(length)
             if path not in ("/v1/completions", "/completions"):
                 self._error(404, f"no route POST {self.path}; this server answers /v1/completions only", "not_found")
@@ -299,10 +327,12 @@ def make_handler(engine: CompletionEngine):
     return Handler
 
 
-def serve(engine: CompletionEngine, host: str = "127.0.0.1", port: int = 8000) -> ThreadingHTTPServer:
+def serve(
+    engine: CompletionEngine, host: str = "127.0.0.1", port: int = 8000, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+) -> ThreadingHTTPServer:
     """An HTTP server for ``engine`` bound to ``host:port`` (port 0: a free port); call
     ``serve_forever()`` on it."""
-    server = ThreadingHTTPServer((host, port), make_handler(engine))
+    server = ThreadingHTTPServer((host, port), make_handler(engine, max_body_bytes))
     server.daemon_threads = True
     return server
 
@@ -377,9 +407,23 @@ def main(argv: list[str] | None = None) -> None:
         "--n-threads-batch", type=int, default=None, help="threads for prompt processing (default: --n-threads)"
     )
     parser.add_argument("--model-name", default=None, help="name reported in responses (default: the file name)")
+    parser.add_argument(
+        "--max-logprobs",
+        type=int,
+        default=DEFAULT_MAX_LOGPROBS,
+        help=f"most top alternatives per token a request may ask for (default {DEFAULT_MAX_LOGPROBS})",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        help=f"largest request body accepted, in bytes (default {DEFAULT_MAX_BODY_BYTES})",
+    )
     args = parser.parse_args(argv)
-    engine = CompletionEngine(args.model, args.n_ctx, args.n_threads, args.n_threads_batch, args.model_name)
-    server = serve(engine, args.host, args.port)
+    engine = CompletionEngine(
+        args.model, args.n_ctx, args.n_threads, args.n_threads_batch, args.model_name, args.max_logprobs
+    )
+    server = serve(engine, args.host, args.port, args.max_body_bytes)
     host, port = server.server_address[:2]
     print(
         f"gguf_server: serving {engine.name} (n_ctx {engine.n_ctx}) on http://{host}:{port}/v1/completions", flush=True

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import datasets
 
-from pdd_tasks.loading.benchmark_data import DatasetError, read_jsonl, read_local_rows
+from pdd_tasks.loading.files import DatasetError, read_jsonl, read_rows
 from pdd_tasks.tasks.custom import check_texts
 from pdd_tasks.tools.default_model import pdd_home
 
@@ -35,6 +35,20 @@ logger = logging.getLogger(__name__)
 
 POOL_HUB_ID = "wjfu99/WikiMIA-24"
 DEFAULT_POOL_LENGTH = 64
+MIN_POOL = 4  # two members and two non-members
+
+
+def check_output_dir(output_dir: Path, force: bool) -> None:
+    """Refuse to replace an existing ``output_dir`` (its files would be deleted) without ``force``."""
+    if output_dir.exists() and not output_dir.is_dir():
+        raise DatasetError(f"--output {output_dir} is a file, not a directory; choose a directory to write.")
+    if output_dir.is_dir() and any(output_dir.iterdir()) and not force:
+        shown = sorted(path.name for path in output_dir.iterdir())
+        raise DatasetError(
+            f"--output {output_dir} already exists and holds {len(shown)} entries ({', '.join(shown[:5])}"
+            f"{', ...' if len(shown) > 5 else ''}); they would be deleted. Choose another --output, or pass "
+            f"--force to replace it."
+        )
 
 
 def default_controlled_dir() -> Path:
@@ -90,15 +104,17 @@ def load_pool(source: str, length: int = DEFAULT_POOL_LENGTH, text_field: str = 
         rows = read_jsonl(file)
         description = f"{file} non-members (label 0)"
     elif path.is_file():
-        rows = read_local_rows(path)
+        rows = read_rows(path)
         description = str(path)
     else:
         raise DatasetError(f"--pool {source!r}: not 'hub', a directory or a file.")
     if source == "hub" or path.is_dir():
         rows = [row for row in rows if row.get("label") == 0]
     unique = list(dict.fromkeys(check_texts(rows, description, text_field)))
-    if len(unique) < 4:
-        raise DatasetError(f"{description}: {len(unique)} distinct texts; the pool needs at least 4 (two per class).")
+    if len(unique) < MIN_POOL:
+        raise DatasetError(
+            f"{description}: {len(unique)} distinct texts; the pool needs at least {MIN_POOL} (two per class)."
+        )
     return unique, description
 
 
@@ -180,6 +196,7 @@ def make_controlled(
     settings: TuningSettings = TuningSettings(),
     limit: int | None = None,
     progress: bool = True,
+    force: bool = False,
 ) -> Path:
     """Fine-tune ``base_model`` on a random half of the pool; write ``output_dir`` atomically.
 
@@ -190,9 +207,16 @@ def make_controlled(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    output_dir = Path(output_dir)
+    check_output_dir(output_dir, force)
     texts, description = load_pool(pool, pool_length, text_field)
     if limit is not None:
         texts = texts[:limit]
+        if len(texts) < MIN_POOL:
+            raise DatasetError(
+                f"--limit {limit}: {len(texts)} texts; the pool needs at least {MIN_POOL} (two members and two "
+                f"non-members). Pass --limit {MIN_POOL} or more."
+            )
     members, non_members = split_pool(texts, settings.seed)
     torch.manual_seed(settings.seed)
     tokenizer = AutoTokenizer.from_pretrained(base_model)
@@ -201,7 +225,6 @@ def make_controlled(
     stats = fine_tune(model, tokenizer, members, settings, progress=progress)
     stats["seconds"] = round(time.perf_counter() - began, 1)
 
-    output_dir = Path(output_dir)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}-", dir=output_dir.parent))
     try:
@@ -256,6 +279,7 @@ def run(args) -> int:
                 settings=settings,
                 limit=args.limit,
                 progress=not args.no_progress,
+                force=args.force,
             )
     except (DatasetError, DefaultModelError) as exc:
         print(f"lm-eval-pdd make-controlled: {exc}", file=sys.stderr)

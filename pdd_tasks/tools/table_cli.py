@@ -125,12 +125,34 @@ def _add_output(parser: argparse.ArgumentParser) -> None:
         help="also install the table in the cache, where the tasks find it for every model with "
         "this tokenizer (see list-tables)",
     )
-    parser.add_argument("--force", action="store_true", help="with --install: replace an installed table")
+    parser.add_argument(
+        "--force", action="store_true", help="replace an existing --output file, or with --install an installed table"
+    )
 
 
-def _need_output(args: argparse.Namespace, command: str) -> bool:
+def _need_output(args: argparse.Namespace, command: str, inputs: list[Path] = ()) -> bool:
+    """Whether the command may write: an output is given, and it replaces no file unless --force
+    (never one of the command's own inputs, which it is still reading)."""
     if args.output is None and not args.install:
         _err(f"lm-eval-pdd {command}: pass --output TABLE.npz, --install, or both")
+        return False
+    if args.output is None:
+        return True
+    output = args.output.expanduser().resolve()
+    if any(output == Path(path).expanduser().resolve() for path in inputs):
+        _err(
+            f"lm-eval-pdd {command}: --output {args.output} is also one of the inputs; writing it would replace "
+            f"an input. Choose another --output."
+        )
+        return False
+    if args.output.is_dir():
+        _err(f"lm-eval-pdd {command}: --output {args.output} is a directory; give a file name such as table.npz.")
+        return False
+    if args.output.exists() and not args.force:
+        _err(
+            f"lm-eval-pdd {command}: --output {args.output} already exists; pass --force to replace it, or "
+            f"choose another --output."
+        )
         return False
     return True
 
@@ -243,63 +265,87 @@ def add_build_table(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def run_build_table(args: argparse.Namespace) -> int:
-    from pdd_tasks.freq.build import DEFAULT_DOCS_PER_PART, BuildResumeError, build
-    from pdd_tasks.freq.sources import TableSourceError, hub_sources, local_sources, parse_where
-    from pdd_tasks.freq.tables import BuildLimits, FrequencyTableError
+def _corpus_sources(args: argparse.Namespace) -> list:
+    """The corpus units of ``--input`` or ``--hf-dataset`` (raises TableSourceError)."""
+    from pdd_tasks.freq.sources import hub_sources, local_sources, parse_where
 
-    command = "build-table"
-    if not _need_output(args, command):
-        return 1
+    where = parse_where(args.where)
+    if args.input:
+        return local_sources(args.input, args.text_field, args.format, where)
+    return hub_sources(
+        args.hf_dataset, args.hf_config, args.hf_split, args.hf_data_files, args.text_field, where, args.hf_revision
+    )
+
+
+def _check_build_arguments(args: argparse.Namespace, command: str) -> bool:
     if bool(args.input) == bool(args.hf_dataset):
         _err(f"lm-eval-pdd {command}: give the corpus as --input PATH... or as --hf-dataset ID (one of them)")
-        return 1
+        return False
     if args.shard_index >= args.num_shards:
         _err(f"lm-eval-pdd {command}: --shard-index {args.shard_index} must be below --num-shards {args.num_shards}")
+        return False
+    return _need_output(args, command, inputs=[Path(p) for p in args.input])
+
+
+def _count_corpus(args: argparse.Namespace, sources: list, work_dir: Path | None):
+    """Count ``sources`` as ``args`` say, keeping the finished parts in ``work_dir``."""
+    from pdd_tasks.freq.build import DEFAULT_DOCS_PER_PART, build
+    from pdd_tasks.freq.tables import BuildLimits
+
+    return build(
+        sources,
+        _load_tokenizer(args.tokenizer),
+        corpus=args.corpus,
+        output=None,
+        work_dir=work_dir,
+        max_tokens_per_doc=args.max_tokens_per_doc,
+        limits=BuildLimits(args.limit_docs, args.limit_tokens, args.limit_bytes),
+        shard_index=args.shard_index,
+        num_shards=args.num_shards,
+        shard_by=args.shard_by,
+        docs_per_part=args.docs_per_part or DEFAULT_DOCS_PER_PART,
+        batch_size=args.batch_size,
+        progress=not args.no_progress,
+        tokenizer_name=args.tokenizer_name or args.tokenizer,
+        parallel=not args.no_parallel,
+        keep_parts=True,
+    )
+
+
+def _counted_nothing(table, args: argparse.Namespace) -> str | None:
+    """The message for a table that counted no token (none for an empty shard, which merges)."""
+    if table.total_tokens or args.num_shards > 1:
+        return None
+    where = f" (--where {' '.join(args.where)} matched no record?)" if args.where else ""
+    return (
+        f"counted no token in {table.documents} documents of {table.corpus}{where}; nothing written. A table "
+        f"counted from nothing would calibrate DC-PDD by nothing: check --input, --text-field and --where."
+    )
+
+
+def run_build_table(args: argparse.Namespace) -> int:
+    from pdd_tasks.freq.build import BuildResumeError
+    from pdd_tasks.freq.sources import TableSourceError
+    from pdd_tasks.freq.tables import FrequencyTableError
+
+    command = "build-table"
+    if not _check_build_arguments(args, command):
         return 1
     # Finished parts are kept here until the table is written; a rerun resumes from them.
     work_dir = args.work_dir
     if work_dir is None and args.output is not None:
         work_dir = args.output.with_name(args.output.name + ".parts")
+    start = time.perf_counter()
     try:
-        where = parse_where(args.where)
-        if args.input:
-            sources = local_sources(args.input, args.text_field, args.format, where)
-        else:
-            sources = hub_sources(
-                args.hf_dataset,
-                args.hf_config,
-                args.hf_split,
-                args.hf_data_files,
-                args.text_field,
-                where,
-                args.hf_revision,
-            )
-        tokenizer = _load_tokenizer(args.tokenizer)
-        limits = BuildLimits(args.limit_docs, args.limit_tokens, args.limit_bytes)
-        start = time.perf_counter()
-        table = build(
-            sources,
-            tokenizer,
-            corpus=args.corpus,
-            output=None,
-            work_dir=work_dir,
-            max_tokens_per_doc=args.max_tokens_per_doc,
-            limits=limits,
-            shard_index=args.shard_index,
-            num_shards=args.num_shards,
-            shard_by=args.shard_by,
-            docs_per_part=args.docs_per_part or DEFAULT_DOCS_PER_PART,
-            batch_size=args.batch_size,
-            progress=not args.no_progress,
-            tokenizer_name=args.tokenizer_name or args.tokenizer,
-            parallel=not args.no_parallel,
-            keep_parts=True,
-        )
+        table = _count_corpus(args, _corpus_sources(args), work_dir)
     except (TableSourceError, BuildResumeError, FrequencyTableError, FileNotFoundError) as exc:
         _err(f"lm-eval-pdd {command}: {exc}")
         return 1
     seconds = time.perf_counter() - start
+    empty = _counted_nothing(table, args)
+    if empty:
+        _err(f"lm-eval-pdd {command}: {empty}")
+        return 1
     status = _finish(table, args.output, args.install, args.force, command)
     if status == 0 and work_dir is not None and not args.keep_parts:
         shutil.rmtree(work_dir, ignore_errors=True)
@@ -328,8 +374,6 @@ def run_merge_tables(args: argparse.Namespace) -> int:
     from pdd_tasks.freq.tables import FrequencyTable, FrequencyTableError, FrequencyTableMismatchError, merge_tables
 
     command = "merge-tables"
-    if not _need_output(args, command):
-        return 1
     paths: list[Path] = []
     for path in args.tables:
         if path.is_dir():
@@ -340,6 +384,12 @@ def run_merge_tables(args: argparse.Namespace) -> int:
             paths.extend(found)
         else:
             paths.append(path)
+    twice = sorted({str(p) for p in paths if sum(q.resolve() == p.resolve() for q in paths) > 1})
+    if twice:
+        _err(f"lm-eval-pdd {command}: {', '.join(twice)} given more than once; its counts would be added twice.")
+        return 1
+    if not _need_output(args, command, inputs=paths):
+        return 1
     try:
         tables = [FrequencyTable.load(path) for path in paths]
         table = merge_tables(tables, corpus=args.corpus)
@@ -348,6 +398,9 @@ def run_merge_tables(args: argparse.Namespace) -> int:
         return 1
     except (FileNotFoundError, FrequencyTableError, ValueError) as exc:
         _err(f"lm-eval-pdd {command}: {exc}")
+        return 1
+    if table.total_tokens == 0:
+        _err(f"lm-eval-pdd {command}: the {len(tables)} tables counted no token at all; nothing written.")
         return 1
     _err(f"merged {len(tables)} tables: {table.total_tokens:,} tokens, {table.documents:,} documents")
     return _finish(table, args.output, args.install, args.force, command)

@@ -1,0 +1,299 @@
+"""One way to read the project's files: datasets, corpora, samples logs and results files.
+
+Every reader here detects gzip from the file's magic bytes (the suffix does not matter), decodes
+UTF-8 strictly (a UTF-8 byte-order mark at the start is dropped) and turns every way a file can be
+unreadable into a :class:`DatasetError` that names the file, the line where it can, and the fix:
+a byte that is not UTF-8, a line that is not JSON or not of the expected type, a gzip stream that
+ends early, a Parquet file that is not Parquet.
+
+Formats: JSON Lines (:func:`iter_json_lines`, :func:`read_jsonl`), a JSON array or JSON Lines in a
+``.json`` (:func:`read_json_rows`), one JSON document (:func:`read_json`), CSV with every value
+read as a string (:func:`read_csv_rows`), Parquet (:func:`iter_parquet_records`), plain text
+(:func:`read_text`, :func:`iter_text_lines`), and any of those by suffix, also inside a ``.zip``
+(:func:`read_rows`).
+"""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+import gzip
+import io
+import json
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path, PurePosixPath
+
+from pdd_tasks.errors import UserError
+
+
+__all__ = [
+    "DATA_SUFFIXES",
+    "DatasetError",
+    "is_data_file",
+    "is_gzipped",
+    "iter_json_lines",
+    "iter_jsonl_records",
+    "iter_parquet_records",
+    "iter_text_lines",
+    "read_csv_rows",
+    "read_json",
+    "read_json_rows",
+    "read_json_strings",
+    "read_jsonl",
+    "read_rows",
+    "read_text",
+]
+
+#: Suffixes of the data files :func:`read_rows` reads.
+DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".csv", ".parquet")
+_BOM = "\ufeff"
+
+
+class DatasetError(UserError):
+    """A data file cannot be read, or its rows are not what the task needs."""
+
+
+def is_gzipped(path: str | Path) -> bool:
+    """Whether ``path`` starts with gzip's magic bytes."""
+    with open(path, "rb") as handle:
+        return handle.read(2) == b"\x1f\x8b"
+
+
+def is_data_file(name: str) -> bool:
+    return name.lower().endswith(DATA_SUFFIXES)
+
+
+def _existing(path: str | Path) -> Path:
+    if isinstance(path, (list, tuple)):
+        raise DatasetError(f"expected one file path, got a list {list(path)!r}; give one file.")
+    path = Path(path).expanduser()
+    if not path.is_file():
+        what = "a directory, not a file" if path.is_dir() else "not found"
+        raise DatasetError(f"file {str(path)!r}: {what}.")
+    return path
+
+
+def _not_utf8(path: Path, line_number: int, error: UnicodeDecodeError) -> DatasetError:
+    byte = error.object[error.start : error.start + 1].hex()
+    return DatasetError(
+        f"{path}:{line_number}: byte 0x{byte} at column {error.start + 1} is not UTF-8. Save the file as "
+        f"UTF-8 (e.g. `iconv -f latin1 -t utf-8 {path.name} > fixed_{path.name}`)."
+    )
+
+
+def _truncated(path: Path, line_number: int, error: Exception) -> DatasetError:
+    return DatasetError(
+        f"{path}: the gzip stream ends early or is corrupt after line {line_number} ({type(error).__name__}: "
+        f"{error}); the file was cut short (an interrupted download or copy?). Download or compress it again "
+        f"(`gzip -t {path.name}` tests it)."
+    )
+
+
+def _byte_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """``(1-based line number, raw line)``; a truncated gzip stream is a :class:`DatasetError`."""
+    opener = gzip.open if is_gzipped(path) else open
+    line_number = 0
+    try:
+        with opener(path, "rb") as handle:
+            for line_number, line in enumerate(handle, start=1):  # noqa: B007 (read after the loop)
+                yield line_number, line
+    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+        raise _truncated(path, line_number, error) from None
+
+
+def iter_text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """``(1-based line number, line without its newline)`` of a text file, plain or gzipped."""
+    path = _existing(path)
+    for line_number, raw in _byte_lines(path):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise _not_utf8(path, line_number, error) from None
+        if line_number == 1:
+            line = line.removeprefix(_BOM)
+        yield line_number, line.rstrip("\r\n")
+
+
+def read_text(path: str | Path) -> str:
+    """The whole text of a file, plain or gzipped (one document), newlines as ``\\n``."""
+    path = _existing(path)
+    data = b"".join(raw for _, raw in _byte_lines(path))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line_number = data.count(b"\n", 0, error.start) + 1
+        start = data.rfind(b"\n", 0, error.start) + 1
+        raise _not_utf8(
+            path,
+            line_number,
+            UnicodeDecodeError("utf-8", data[start:], error.start - start, error.end - start, error.reason),
+        ) from None
+    return text.removeprefix(_BOM).replace("\r\n", "\n").replace("\r", "\n")
+
+
+def iter_json_lines(
+    path: str | Path, expected: type = dict, what: str = "a JSON object"
+) -> Iterator[tuple[int, object]]:
+    """``(line number, value)`` for each non-blank line of a JSON Lines file, plain or gzipped.
+
+    A line that is not valid JSON, or not of type ``expected`` (described as ``what``), raises
+    :class:`DatasetError` naming the file and the 1-based line number.
+    """
+    path = _existing(path)
+    for line_number, line in iter_text_lines(path):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise DatasetError(f"{path}:{line_number}: not valid JSON ({error}); each line must be {what}.") from None
+        if not isinstance(value, expected):
+            raise DatasetError(f"{path}:{line_number}: expected {what}, got {type(value).__name__}.")
+        yield line_number, value
+
+
+def iter_jsonl_records(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` for each non-blank line of a ``.jsonl`` (or gzipped) file."""
+    return iter_json_lines(path, dict, "a JSON object")
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    """The objects of a JSON Lines file (``--log_samples`` files, datasets, corpora)."""
+    return [record for _, record in iter_jsonl_records(path)]
+
+
+def read_json_strings(path: str | Path) -> list[str]:
+    """The texts of a file holding one JSON string per line (MIMIR's ``train``/``test`` files)."""
+    return [text for _, text in iter_json_lines(path, str, "a JSON string (one text per line)")]
+
+
+def read_json(path: str | Path) -> object:
+    """One JSON document (e.g. a ``results_*.json``), plain or gzipped."""
+    path = _existing(path)
+    text = read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise DatasetError(f"{path}:{error.lineno}: not valid JSON ({error.msg}).") from None
+
+
+def read_json_rows(path: str | Path) -> list[dict]:
+    """Rows of a ``.json``: a JSON array of objects, or one object per line."""
+    path = _existing(path)
+    start = next((line.lstrip()[:1] for _, line in iter_text_lines(path) if line.strip()), "")
+    if start != "[":
+        return read_jsonl(path)
+    records = read_json(path)
+    if not all(isinstance(record, dict) for record in records):
+        raise DatasetError(f"{path}: expected a JSON array of objects (or one object per line).")
+    return records
+
+
+def read_csv_rows(path: str | Path) -> list[dict]:
+    """Rows of a CSV file with a header line; every value is a string, as written (a column of
+    numbers stays text), and an empty cell is ``None``."""
+    path = _existing(path)
+    reader = csv.DictReader(io.StringIO(read_text(path), newline=""))
+    if not reader.fieldnames:
+        raise DatasetError(f"{path}: the CSV file has no header line (field names).")
+    rows = []
+    for row in reader:
+        if None in row:
+            raise DatasetError(
+                f"{path}:{reader.line_num}: more values than the {len(reader.fieldnames)} header fields "
+                f"{reader.fieldnames}; quote values that contain commas."
+            )
+        rows.append({name: (value if value != "" else None) for name, value in row.items()})
+    return rows
+
+
+def _parquet_file(path: Path):
+    import pyarrow.parquet
+
+    try:
+        return pyarrow.parquet.ParquetFile(path)
+    except Exception as error:  # pyarrow raises ArrowInvalid / OSError
+        raise DatasetError(f"{path}: not a readable Parquet file ({type(error).__name__}: {error}).") from None
+
+
+def iter_parquet_records(
+    path: str | Path, columns: Sequence[str] | None = None, batch_size: int = 1024
+) -> Iterator[tuple[int, dict]]:
+    """``(1-based row number, record)`` of a Parquet file, read in record batches (memory does not
+    grow with the file). ``columns``: read only these."""
+    path = _existing(path)
+    parquet = _parquet_file(path)
+    row = 0
+    try:
+        for batch in parquet.iter_batches(batch_size=batch_size, columns=list(columns) if columns else None):
+            for record in batch.to_pylist():
+                row += 1
+                yield row, record
+    except OSError as error:
+        raise DatasetError(f"{path}: unreadable after row {row} ({error}); the file is damaged.") from None
+
+
+def parquet_columns(path: str | Path) -> list[str]:
+    """The column names of a Parquet file."""
+    return list(_parquet_file(_existing(path)).schema_arrow.names)
+
+
+def read_rows(path: str | Path, zip_member: Sequence[str] = ()) -> list[dict]:
+    """Rows of a local data file, by suffix: ``.jsonl`` (or ``.jsonl.gz``), ``.json`` (a JSON array of
+    objects, or one per line), ``.csv``, ``.parquet``, or one such file inside a ``.zip``.
+
+    In a zip the file is the one whose name (in any folder) matches one of the ``zip_member`` names
+    or glob patterns (case-insensitive), else the only data file in it.
+    """
+    if isinstance(path, (list, tuple)):
+        return [row for one in path for row in read_rows(one, zip_member)]
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise DatasetError(
+            f"Data file not found: {path}. Give the path of a .jsonl, .json, .csv, .parquet or .zip file."
+        )
+    name = path.name.lower()
+    if name.endswith(".zip"):
+        return _read_zip_rows(path, zip_member)
+    if name.endswith(".csv"):
+        return read_csv_rows(path)
+    if name.endswith(".parquet"):
+        return [record for _, record in iter_parquet_records(path)]
+    if name.endswith(".json"):
+        return read_json_rows(path)
+    if name.endswith((".jsonl", ".jsonl.gz")):
+        return read_jsonl(path)
+    raise DatasetError(
+        f"{path}: unsupported file type; use .jsonl (one JSON object per line), .jsonl.gz, .json, .csv, .parquet or .zip."
+    )
+
+
+def _read_zip_rows(path: Path, wanted: Sequence[str]) -> list[dict]:
+    try:
+        archive = zipfile.ZipFile(path)
+    except zipfile.BadZipFile as error:
+        raise DatasetError(f"{path}: not a readable zip file ({error}).") from None
+    with archive:
+        files = [n for n in archive.namelist() if is_data_file(n) and not n.startswith("__MACOSX/")]
+        chosen = [n for n in files if any(fnmatch.fnmatch(PurePosixPath(n).name.lower(), w.lower()) for w in wanted)]
+        if not chosen and len(files) == 1:
+            chosen = files
+        if len(chosen) != 1:
+            named = f" named {', '.join(wanted)}" if wanted else ""
+            raise DatasetError(
+                f"{path}: expected one data file{named} in the zip, found {chosen or files or 'none'}. "
+                f"Unzip it and pass the file itself as data_source."
+            )
+        with tempfile.TemporaryDirectory() as folder:
+            extracted = archive.extract(chosen[0], folder)
+            return read_rows(extracted)
+
+
+def paths_of(value: str | Path | Iterable[str | Path]) -> list[Path]:
+    """One path or a list of paths (e.g. metadata ``data_files``) as a list of paths."""
+    if isinstance(value, (str, Path)):
+        return [Path(value)]
+    return [Path(item) for item in value]
