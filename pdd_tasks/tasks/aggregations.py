@@ -1,16 +1,43 @@
-"""Dataset-level metrics as lm-eval aggregations.
+"""Dataset-level metrics as lm-eval aggregations, with their standard errors.
 
 Each receives the per-text ``(score, label)`` pairs a pdd task's ``process_results`` produced
 (label 1 = member, higher score = more likely a member) and returns one number. TPR at a fixed FPR
 uses the strict convention of the Min-K% and DC-PDD reference code (largest TPR with FPR < the
 target), which the metric names state with ``<``.
+
+Standard errors: lm-eval 0.4.13 computes ``<metric>_stderr`` only for a fixed list of its own
+aggregations (``lm_eval.api.metrics.stderr_for_metric``; every other aggregation gets ``N/A``).
+:func:`install_stderr` extends that lookup, once per process, with :data:`STDERRS`: DeLong's
+closed form for AUC and a stratified bootstrap of ``bootstrap_iters`` draws (the number the
+harness passes; 100,000 by default) for TPR at FPR (:mod:`pdd_metrics.intervals`). Every other
+aggregation still goes to lm-eval's own function.
+
+The blind baseline (``blind_*`` metrics) is not a per-text method of the model, so it is not in
+the method registry: it is a classifier fitted across the dataset's texts. Its per-text items are
+``(text, label)`` pairs, and its aggregations turn them into out-of-fold classifier scores
+(:func:`pdd_metrics.blind.blind_scores`) before computing the same metrics as for every method.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+import math
+
 import numpy as np
 
 from pdd_metrics import calibrate_threshold, flag_members, roc_auc, suspect_vs_reference_test, tpr_at_fpr
+from pdd_metrics.blind import blind_scores
+from pdd_metrics.intervals import delong_auc_stderr, smallest_fpr_step, tpr_at_fpr_stderr
+
+
+logger = logging.getLogger(__name__)
+
+#: Metric prefix of the blind baseline (a method name in tables, first row).
+BLIND = "blind"
+
+#: FPR budgets of the ``tpr@fpr<x`` metrics, by metric name.
+FPR_BUDGETS = {"tpr@fpr<5%": 0.05, "tpr@fpr<1%": 0.01, "tpr@fpr<0.1%": 0.001}
 
 
 def _unzip(items):
@@ -22,19 +49,137 @@ def auc(items) -> float:
     return roc_auc(*_unzip(items))
 
 
-def tpr_at_fpr_below_5pct(items) -> float:
-    return tpr_at_fpr(*_unzip(items), max_fpr=0.05, rule="strict")
+def auc_stderr(items, iters: int) -> float:
+    """DeLong's standard error (closed form; ``iters`` is not used)."""
+    return delong_auc_stderr(*_unzip(items))
 
 
-def tpr_at_fpr_below_1pct(items) -> float:
-    return tpr_at_fpr(*_unzip(items), max_fpr=0.01, rule="strict")
+def _warn_if_unresolved(labels, max_fpr: float) -> None:
+    _warn_once(len(labels) - int(np.sum(labels)), max_fpr)
 
 
-AGGREGATIONS = {
-    "auc": auc,
-    "tpr@fpr<5%": tpr_at_fpr_below_5pct,
-    "tpr@fpr<1%": tpr_at_fpr_below_1pct,
-}
+@functools.lru_cache(maxsize=64)
+def _warn_once(n_non_members: int, max_fpr: float) -> None:
+    """Say (once per budget and size) where the FPR budget is below what the non-members resolve."""
+    if n_non_members and smallest_fpr_step(n_non_members) >= max_fpr:
+        logger.warning(
+            "TPR@FPR<%g%%: with %d non-members the smallest non-zero FPR is 1/%d = %.2g%%, so no false "
+            "positive fits the budget: the value is the TPR at FPR 0, not a %g%% operating point "
+            "(more than %d non-members are needed).",
+            100 * max_fpr,
+            n_non_members,
+            n_non_members,
+            100 / n_non_members,
+            100 * max_fpr,
+            math.floor(1 / max_fpr),
+        )
+
+
+def _tpr_metric(max_fpr: float):
+    def aggregate(items) -> float:
+        scores, labels = _unzip(items)
+        _warn_if_unresolved(labels, max_fpr)
+        return tpr_at_fpr(scores, labels, max_fpr=max_fpr, rule="strict")
+
+    def stderr(items, iters: int) -> float:
+        return tpr_at_fpr_stderr(*_unzip(items), max_fpr=max_fpr, rule="strict", iters=iters)
+
+    aggregate.__name__ = aggregate.__qualname__ = f"tpr_at_fpr_below_{max_fpr:g}"
+    return aggregate, stderr
+
+
+_TPR = {name: _tpr_metric(budget) for name, budget in FPR_BUDGETS.items()}
+
+#: Metric name -> aggregation over ``(score, label)`` items.
+AGGREGATIONS = {"auc": auc, **{name: aggregate for name, (aggregate, _) in _TPR.items()}}
+
+#: Aggregation -> ``stderr(items, iters)``; read by :func:`stderr_for_metric`.
+STDERRS = {auc: auc_stderr, **{aggregate: stderr for aggregate, stderr in _TPR.values()}}
+
+
+# -- the blind baseline: items are (text, label) pairs ---------------------------------------------
+
+
+@functools.lru_cache(maxsize=4)
+def _blind_items(items: tuple) -> tuple:
+    """``(score, label)`` items of the blind classifier's out-of-fold scores (fitted once per
+    dataset; every blind metric and its stderr reuse it)."""
+    texts, labels = zip(*items, strict=True)
+    scores = blind_scores(list(texts), list(labels))
+    return tuple(zip(scores.tolist(), labels, strict=True))
+
+
+def _blind(aggregate):
+    def blind_aggregate(items) -> float:
+        return aggregate(_blind_items(tuple(map(tuple, items))))
+
+    blind_aggregate.__name__ = blind_aggregate.__qualname__ = f"blind_{aggregate.__name__}"
+    stderr = STDERRS[aggregate]
+    return blind_aggregate, lambda items, iters: stderr(_blind_items(tuple(map(tuple, items))), iters)
+
+
+_BLIND = {name: _blind(aggregate) for name, aggregate in AGGREGATIONS.items()}
+
+#: Metric name -> aggregation over ``(text, label)`` items (the blind baseline).
+BLIND_AGGREGATIONS = {name: aggregate for name, (aggregate, _) in _BLIND.items()}
+STDERRS.update({aggregate: stderr for aggregate, stderr in _BLIND.values()})
+
+
+def blind_values(text: str, label: int) -> dict[str, tuple[str, int]]:
+    """One text's items of the blind metrics (``blind_auc``, ...), for ``process_results``."""
+    return {f"{BLIND}_{name}": (text, label) for name in BLIND_AGGREGATIONS}
+
+
+def metric_list(methods: tuple[str, ...]) -> list[dict]:
+    """The harness metrics of a labelled task: per method its AUC and TPRs, then the blind baseline's."""
+    return [
+        {"metric": f"{method}_{name}", "aggregation": aggregate, "higher_is_better": True}
+        for method in methods
+        for name, aggregate in AGGREGATIONS.items()
+    ] + [
+        {"metric": f"{BLIND}_{name}", "aggregation": aggregate, "higher_is_better": True}
+        for name, aggregate in BLIND_AGGREGATIONS.items()
+    ]
+
+
+# -- standard errors in the harness's table -------------------------------------------------------
+
+
+def stderr_for_metric(metric, bootstrap_iters: int):
+    """lm-eval's ``stderr_for_metric`` extended with :data:`STDERRS`.
+
+    The harness calls it only when ``bootstrap_iters > 0`` (``bootstrap_iters=0`` turns every
+    stderr off, ours included). An undefined standard error (fewer than 2 texts of a class) is
+    ``N/A``, as the harness writes for one it cannot compute.
+    """
+    stderr = STDERRS.get(metric)
+    if stderr is None:
+        return _LM_EVAL_STDERR_FOR_METRIC(metric, bootstrap_iters)
+    if bootstrap_iters <= 0:
+        return None
+
+    def compute(items):
+        value = stderr(items, bootstrap_iters)
+        return "N/A" if math.isnan(value) else value
+
+    return compute
+
+
+_LM_EVAL_STDERR_FOR_METRIC = None
+
+
+def install_stderr() -> None:
+    """Make the harness use :func:`stderr_for_metric` (idempotent; called when a pdd task is built).
+
+    ``lm_eval.evaluator_utils`` imported ``stderr_for_metric`` by name, so that is the name replaced.
+    """
+    global _LM_EVAL_STDERR_FOR_METRIC
+    import lm_eval.evaluator_utils as evaluator_utils
+
+    if evaluator_utils.stderr_for_metric is stderr_for_metric:
+        return
+    _LM_EVAL_STDERR_FOR_METRIC = evaluator_utils.stderr_for_metric
+    evaluator_utils.stderr_for_metric = stderr_for_metric
 
 
 # -- unlabelled texts (pdd_custom without labels): items are (score, is_suspect) pairs ------------
