@@ -24,11 +24,15 @@ from sklearn.pipeline import make_pipeline
 from .evaluation import validate_scores_and_labels
 
 
-__all__ = ["BLIND_FOLDS", "BLIND_SEED", "blind_scores"]
+__all__ = ["BLIND_FOLDS", "BLIND_SEED", "TooFewTexts", "blind_scores"]
 
 #: Cross-validation folds and seed of :func:`blind_scores`.
 BLIND_FOLDS = 5
 BLIND_SEED = 0
+
+
+class TooFewTexts(ValueError):
+    """Fewer than 2 members or 2 non-members: no cross-validation is possible."""
 
 
 def _classifier():
@@ -54,11 +58,14 @@ def blind_scores(texts: list[str], labels, folds: int = BLIND_FOLDS, seed: int =
 
     Returns:
         shape (N,), each text's member probability from the classifier fitted on the other folds.
+
+    Raises:
+        TooFewTexts: fewer than 2 texts of a class.
     """
     labels_arr = validate_scores_and_labels(np.zeros(len(texts)), labels)[1]
     smaller_class = int(min(labels_arr.sum(), labels_arr.size - labels_arr.sum()))
     if smaller_class < 2:
-        raise ValueError(
+        raise TooFewTexts(
             f"the blind baseline needs at least 2 members and 2 non-members for cross-validation; got "
             f"{int(labels_arr.sum())} members and {int(labels_arr.size - labels_arr.sum())} non-members"
         )

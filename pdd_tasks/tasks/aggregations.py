@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from pdd_metrics import calibrate_threshold, flag_members, roc_auc, suspect_vs_reference_test, tpr_at_fpr
-from pdd_metrics.blind import blind_scores
+from pdd_metrics.blind import TooFewTexts, blind_scores
 from pdd_metrics.intervals import delong_auc_stderr, smallest_fpr_step, tpr_at_fpr_stderr
 
 
@@ -101,21 +101,32 @@ STDERRS = {auc: auc_stderr, **{aggregate: stderr for aggregate, stderr in _TPR.v
 
 
 @functools.lru_cache(maxsize=4)
-def _blind_items(items: tuple) -> tuple:
+def _blind_items(items: tuple) -> tuple | None:
     """``(score, label)`` items of the blind classifier's out-of-fold scores (fitted once per
-    dataset; every blind metric and its stderr reuse it)."""
+    dataset; every blind metric and its stderr reuse it), or None where a class has fewer than 2
+    texts (no cross-validation possible: the blind metrics are then NaN, with a warning)."""
     texts, labels = zip(*items, strict=True)
-    scores = blind_scores(list(texts), list(labels))
+    try:
+        scores = blind_scores(list(texts), list(labels))
+    except TooFewTexts as error:
+        logger.warning("blind baseline not computed (its metrics are NaN): %s", error)
+        return None
     return tuple(zip(scores.tolist(), labels, strict=True))
 
 
 def _blind(aggregate):
+    stderr = STDERRS[aggregate]
+
     def blind_aggregate(items) -> float:
-        return aggregate(_blind_items(tuple(map(tuple, items))))
+        scored = _blind_items(tuple(map(tuple, items)))
+        return math.nan if scored is None else aggregate(scored)
+
+    def blind_stderr(items, iters: int) -> float:
+        scored = _blind_items(tuple(map(tuple, items)))
+        return math.nan if scored is None else stderr(scored, iters)
 
     blind_aggregate.__name__ = blind_aggregate.__qualname__ = f"blind_{aggregate.__name__}"
-    stderr = STDERRS[aggregate]
-    return blind_aggregate, lambda items, iters: stderr(_blind_items(tuple(map(tuple, items))), iters)
+    return blind_aggregate, blind_stderr
 
 
 _BLIND = {name: _blind(aggregate) for name, aggregate in AGGREGATIONS.items()}

@@ -145,7 +145,7 @@ def lowercase_off(results: dict, task: str) -> bool:
 
 def _cell(values: dict, key: str) -> str:
     value = values.get(f"{key},none")
-    if value is None:
+    if not isinstance(value, (int, float)) or value != value:  # absent, or NaN (e.g. blind with < 2 of a class)
         return "n/a"
     stderr = values.get(f"{key}_stderr,none")
     return f"{value:.3f} ± {stderr:.3f}" if isinstance(stderr, (int, float)) else f"{value:.3f}"

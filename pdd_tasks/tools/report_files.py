@@ -26,13 +26,14 @@ import base64
 import csv
 import html
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from pdd_metrics.blind import BLIND_FOLDS, BLIND_SEED, blind_scores
+from pdd_metrics.blind import BLIND_FOLDS, BLIND_SEED, TooFewTexts, blind_scores
 from pdd_metrics.intervals import normal_interval, smallest_fpr_step
 from pdd_tasks.registry import METHOD_NAMES
 from pdd_tasks.tasks.aggregations import BLIND, FPR_BUDGETS
@@ -114,7 +115,10 @@ class TaskReport:
 
 
 def _number(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A finite number of the results JSON, else None (absent, "N/A", NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 def _rows(run: Run, task: str) -> list[MethodRow]:
@@ -147,7 +151,10 @@ def _scores(run: Run, task: str, methods: list[str]) -> dict[str, tuple[np.ndarr
         values, labels = zip(*(sample[key] for sample in samples), strict=True)
         labels = np.asarray(labels, dtype=np.int64)
         if method == BLIND:  # items are the texts: the same out-of-fold scores the harness computed
-            scores[method] = (blind_scores(list(values), labels), labels)
+            try:
+                scores[method] = (blind_scores(list(values), labels), labels)
+            except TooFewTexts:  # the harness reported NaN for it; nothing to plot
+                continue
         else:
             scores[method] = (np.asarray(values, dtype=np.float64), labels)
     return scores
@@ -206,7 +213,7 @@ def plot_roc(report: TaskReport, path: Path) -> None:
             np.maximum(fpr, floor),
             tpr,
             where="post",
-            label=f"{labels_by_method[method]}  AUC {auc_by_method[method]:.3f}",
+            label=f"{labels_by_method[method]}  AUC {auc_by_method[method] or math.nan:.3f}",
             **style,
         )
     grid = np.logspace(np.log10(floor), 0, 200)
