@@ -195,6 +195,10 @@ def _roc_points(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.
     return fpr, tpr
 
 
+def _or_nan(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
 def plot_roc(report: TaskReport, path: Path) -> None:
     """Every method's ROC curve on one plot, FPR on a log axis from 1 / (2 n) (FPR 0 drawn there)."""
     import matplotlib
@@ -213,7 +217,7 @@ def plot_roc(report: TaskReport, path: Path) -> None:
             np.maximum(fpr, floor),
             tpr,
             where="post",
-            label=f"{labels_by_method[method]}  AUC {auc_by_method[method] or math.nan:.3f}",
+            label=f"{labels_by_method[method]}  AUC {_or_nan(auc_by_method[method]):.3f}",
             **style,
         )
     grid = np.logspace(np.log10(floor), 0, 200)
