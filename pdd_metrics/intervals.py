@@ -148,5 +148,5 @@ def normal_interval(estimate: float, stderr: float, level: float = 0.95) -> tupl
     """
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), e.g. 0.95; got {level!r}")
-    half = norm.ppf(0.5 + level / 2) * stderr
-    return max(0.0, estimate - half), min(1.0, estimate + half)
+    half = float(norm.ppf(0.5 + level / 2)) * stderr
+    return max(0.0, float(estimate) - half), min(1.0, float(estimate) + half)

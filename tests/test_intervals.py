@@ -122,3 +122,11 @@ def test_harness_gets_our_stderr_for_our_aggregations_only():
     assert lookup(lm_metrics.median, 0) is None
     undefined = [(0.9, 1), (0.1, 0), (0.2, 0)]
     assert lookup(aggregations.AGGREGATIONS["auc"], 100)(undefined) == "N/A"
+
+
+def test_docstring_examples():
+    import doctest
+
+    import pdd_metrics.intervals
+
+    assert doctest.testmod(pdd_metrics.intervals).failed == 0
