@@ -1,19 +1,34 @@
-"""Dataset-level metrics as lm-eval aggregations.
+"""Dataset-level metrics as lm-eval aggregations, with their standard errors.
 
 Each receives the per-text ``(score, label)`` pairs a pdd task's ``process_results`` produced
 (label 1 = member, higher score = more likely a member) and returns one number. TPR at a fixed FPR
 uses the strict convention of the Min-K% and DC-PDD reference code (largest TPR with FPR < the
 target), which the metric names state with ``<``.
+
+Standard errors: lm-eval 0.4.13 computes ``<metric>_stderr`` only for a fixed list of its own
+aggregations (``lm_eval.api.metrics.stderr_for_metric``; every other aggregation gets ``N/A``).
+:func:`install_stderr` extends that lookup, once per process, with :data:`STDERRS`: DeLong's
+closed form for AUC and a stratified bootstrap of ``bootstrap_iters`` draws (the number the
+harness passes; 100,000 by default) for TPR at FPR (:mod:`pdd_metrics.intervals`). Every other
+aggregation still goes to lm-eval's own function.
+
+The blind baseline (``blind_*`` metrics) is not a per-text method of the model, so it is not in
+the method registry: it is a classifier fitted across the dataset's texts. Its per-text items are
+``(text, label)`` pairs, and its aggregations turn them into out-of-fold classifier scores
+(:func:`pdd_metrics.blind.blind_scores`) before computing the same metrics as for every method.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 
 import numpy as np
 
 from pdd_metrics import calibrate_threshold, flag_members, roc_auc, suspect_vs_reference_test, tpr_at_fpr
+from pdd_metrics.blind import TooFewTexts, blind_scores
+from pdd_metrics.intervals import delong_auc_stderr, smallest_fpr_step, tpr_at_fpr_stderr
 from pdd_tasks.errors import UserError
 
 
@@ -24,7 +39,7 @@ FEW_TEXTS = 30
 _warned: set[tuple] = set()
 
 
-def _warn_once(key: tuple, message: str, *args) -> None:
+def _warn_once_per(key: tuple, message: str, *args) -> None:
     if key not in _warned:
         _warned.add(key)
         logger.warning(message, *args)
@@ -36,17 +51,24 @@ def null_auc_standard_error(members: int, non_members: int) -> float:
     return math.sqrt((members + non_members + 1) / (12 * members * non_members))
 
 
+#: Metric prefix of the blind baseline (a method name in tables, first row).
+BLIND = "blind"
+
+#: FPR budgets of the ``tpr@fpr<x`` metrics, by metric name.
+FPR_BUDGETS = {"tpr@fpr<5%": 0.05, "tpr@fpr<1%": 0.01, "tpr@fpr<0.1%": 0.001}
+
+
 def _unzip(items):
     scores, labels = zip(*items, strict=True)
     return list(scores), list(labels)
 
 
-def _warn_sample_size(labels: list[int], max_fpr: float | None = None) -> None:
+def _warn_sample_size(labels: list[int]) -> None:
     """Say how little a handful of texts can tell (once per class sizes and metric kind)."""
     members = sum(1 for label in labels if label == 1)
     non_members = len(labels) - members
     if 0 < min(members, non_members) < FEW_TEXTS:
-        _warn_once(
+        _warn_once_per(
             ("auc", members, non_members),
             "AUC from %d members and %d non-members only: its standard error is about %.2f (at AUC 0.5), so "
             "differences smaller than about %.2f between methods are noise. Score more texts (at least %d per class).",
@@ -56,16 +78,6 @@ def _warn_sample_size(labels: list[int], max_fpr: float | None = None) -> None:
             2 * null_auc_standard_error(members, non_members),
             FEW_TEXTS,
         )
-    if max_fpr is not None and 0 < non_members < math.ceil(1 / max_fpr):
-        _warn_once(
-            ("tpr", max_fpr, non_members),
-            "TPR@FPR<%g%% from %d non-members: FPR < %g%% allows no false positive, so it is the share of "
-            "members scored above every non-member. It needs at least %d non-members to mean what its name says.",
-            100 * max_fpr,
-            non_members,
-            100 * max_fpr,
-            math.ceil(1 / max_fpr),
-        )
 
 
 def auc(items) -> float:
@@ -74,23 +86,148 @@ def auc(items) -> float:
     return roc_auc(scores, labels)
 
 
-def tpr_at_fpr_below_5pct(items) -> float:
-    scores, labels = _unzip(items)
-    _warn_sample_size(labels, 0.05)
-    return tpr_at_fpr(scores, labels, max_fpr=0.05, rule="strict")
+def auc_stderr(items, iters: int) -> float:
+    """DeLong's standard error (closed form; ``iters`` is not used)."""
+    return delong_auc_stderr(*_unzip(items))
 
 
-def tpr_at_fpr_below_1pct(items) -> float:
-    scores, labels = _unzip(items)
-    _warn_sample_size(labels, 0.01)
-    return tpr_at_fpr(scores, labels, max_fpr=0.01, rule="strict")
+def _warn_if_unresolved(labels, max_fpr: float) -> None:
+    _warn_unresolved_fpr_once(len(labels) - int(np.sum(labels)), max_fpr)
 
 
-AGGREGATIONS = {
-    "auc": auc,
-    "tpr@fpr<5%": tpr_at_fpr_below_5pct,
-    "tpr@fpr<1%": tpr_at_fpr_below_1pct,
-}
+@functools.lru_cache(maxsize=64)
+def _warn_unresolved_fpr_once(n_non_members: int, max_fpr: float) -> None:
+    """Say (once per budget and size) where the FPR budget is below what the non-members resolve."""
+    if n_non_members and smallest_fpr_step(n_non_members) >= max_fpr:
+        logger.warning(
+            "TPR@FPR<%g%%: with %d non-members the smallest non-zero FPR is 1/%d = %.2g%%, so no false "
+            "positive fits the budget: the value is the TPR at FPR 0, not a %g%% operating point "
+            "(more than %d non-members are needed).",
+            100 * max_fpr,
+            n_non_members,
+            n_non_members,
+            100 / n_non_members,
+            100 * max_fpr,
+            math.floor(1 / max_fpr),
+        )
+
+
+def _tpr_metric(max_fpr: float):
+    def aggregate(items) -> float:
+        scores, labels = _unzip(items)
+        _warn_if_unresolved(labels, max_fpr)
+        return tpr_at_fpr(scores, labels, max_fpr=max_fpr, rule="strict")
+
+    def stderr(items, iters: int) -> float:
+        return tpr_at_fpr_stderr(*_unzip(items), max_fpr=max_fpr, rule="strict", iters=iters)
+
+    aggregate.__name__ = aggregate.__qualname__ = f"tpr_at_fpr_below_{max_fpr:g}"
+    return aggregate, stderr
+
+
+_TPR = {name: _tpr_metric(budget) for name, budget in FPR_BUDGETS.items()}
+
+#: Metric name -> aggregation over ``(score, label)`` items.
+AGGREGATIONS = {"auc": auc, **{name: aggregate for name, (aggregate, _) in _TPR.items()}}
+
+#: Aggregation -> ``stderr(items, iters)``; read by :func:`stderr_for_metric`.
+STDERRS = {auc: auc_stderr, **{aggregate: stderr for aggregate, stderr in _TPR.values()}}
+
+
+# -- the blind baseline: items are (text, label) pairs ---------------------------------------------
+
+
+@functools.lru_cache(maxsize=4)
+def _blind_items(items: tuple) -> tuple | None:
+    """``(score, label)`` items of the blind classifier's out-of-fold scores (fitted once per
+    dataset; every blind metric and its stderr reuse it), or None where a class has fewer than 2
+    texts (no cross-validation possible: the blind metrics are then NaN, with a warning)."""
+    texts, labels = zip(*items, strict=True)
+    try:
+        scores = blind_scores(list(texts), list(labels))
+    except TooFewTexts as error:
+        logger.warning("blind baseline not computed (its metrics are NaN): %s", error)
+        return None
+    return tuple(zip(scores.tolist(), labels, strict=True))
+
+
+def _blind(aggregate):
+    stderr = STDERRS[aggregate]
+
+    def blind_aggregate(items) -> float:
+        scored = _blind_items(tuple(map(tuple, items)))
+        return math.nan if scored is None else aggregate(scored)
+
+    def blind_stderr(items, iters: int) -> float:
+        scored = _blind_items(tuple(map(tuple, items)))
+        return math.nan if scored is None else stderr(scored, iters)
+
+    blind_aggregate.__name__ = blind_aggregate.__qualname__ = f"blind_{aggregate.__name__}"
+    return blind_aggregate, blind_stderr
+
+
+_BLIND = {name: _blind(aggregate) for name, aggregate in AGGREGATIONS.items()}
+
+#: Metric name -> aggregation over ``(text, label)`` items (the blind baseline).
+BLIND_AGGREGATIONS = {name: aggregate for name, (aggregate, _) in _BLIND.items()}
+STDERRS.update({aggregate: stderr for aggregate, stderr in _BLIND.values()})
+
+
+def blind_values(text: str, label: int) -> dict[str, tuple[str, int]]:
+    """One text's items of the blind metrics (``blind_auc``, ...), for ``process_results``."""
+    return {f"{BLIND}_{name}": (text, label) for name in BLIND_AGGREGATIONS}
+
+
+def metric_list(methods: tuple[str, ...]) -> list[dict]:
+    """The harness metrics of a labelled task: per method its AUC and TPRs, then the blind baseline's."""
+    return [
+        {"metric": f"{method}_{name}", "aggregation": aggregate, "higher_is_better": True}
+        for method in methods
+        for name, aggregate in AGGREGATIONS.items()
+    ] + [
+        {"metric": f"{BLIND}_{name}", "aggregation": aggregate, "higher_is_better": True}
+        for name, aggregate in BLIND_AGGREGATIONS.items()
+    ]
+
+
+# -- standard errors in the harness's table -------------------------------------------------------
+
+
+def stderr_for_metric(metric, bootstrap_iters: int):
+    """lm-eval's ``stderr_for_metric`` extended with :data:`STDERRS`.
+
+    The harness calls it only when ``bootstrap_iters > 0`` (``bootstrap_iters=0`` turns every
+    stderr off, ours included). An undefined standard error (fewer than 2 texts of a class) is
+    ``N/A``, as the harness writes for one it cannot compute.
+    """
+    stderr = STDERRS.get(metric)
+    if stderr is None:
+        return _LM_EVAL_STDERR_FOR_METRIC(metric, bootstrap_iters)
+    if bootstrap_iters <= 0:
+        return None
+
+    def compute(items):
+        value = stderr(items, bootstrap_iters)
+        return "N/A" if math.isnan(value) else value
+
+    return compute
+
+
+_LM_EVAL_STDERR_FOR_METRIC = None
+
+
+def install_stderr() -> None:
+    """Make the harness use :func:`stderr_for_metric` (idempotent; called when a pdd task is built).
+
+    ``lm_eval.evaluator_utils`` imported ``stderr_for_metric`` by name, so that is the name replaced.
+    """
+    global _LM_EVAL_STDERR_FOR_METRIC
+    import lm_eval.evaluator_utils as evaluator_utils
+
+    if evaluator_utils.stderr_for_metric is stderr_for_metric:
+        return
+    _LM_EVAL_STDERR_FOR_METRIC = evaluator_utils.stderr_for_metric
+    evaluator_utils.stderr_for_metric = stderr_for_metric
 
 
 # -- unlabelled texts (pdd_custom without labels): items are (score, is_suspect) pairs ------------
@@ -120,7 +257,7 @@ def _check_reference_size(suspects: int, references: int, target_fpr: float) -> 
             f"suspect texts, so a --limit below the number of suspect texts leaves none (drop --limit)."
         )
     if references < math.ceil(1 / target_fpr):
-        _warn_once(
+        _warn_once_per(
             ("reference", references, target_fpr),
             "only %d reference texts were scored (--limit?): too few for target_fpr=%s; the threshold is the "
             "highest reference score (FPR 0 on the reference set). Give at least %d known non-members.",

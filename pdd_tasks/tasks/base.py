@@ -45,12 +45,9 @@ install_excepthook()
 
 
 def metric_list(methods: tuple[str, ...]) -> list[dict]:
-    """One harness metric per (method, dataset-level metric); values are (score, label) pairs."""
-    return [
-        {"metric": f"{method}_{name}", "aggregation": aggregate, "higher_is_better": True}
-        for method in methods
-        for name, aggregate in aggregations.AGGREGATIONS.items()
-    ]
+    """One harness metric per (method, dataset-level metric), values (score, label) pairs; then the
+    blind baseline's, values (text, label) pairs (see :mod:`pdd_tasks.tasks.aggregations`)."""
+    return aggregations.metric_list(methods)
 
 
 @functools.lru_cache(maxsize=8)
@@ -131,6 +128,7 @@ class MembershipInferenceTask(ConfigurableTask):
         install_hf_capture()
         install_api_capture()
         install_vllm_capture()
+        aggregations.install_stderr()
         self._log_reference_freq: np.ndarray | None = None
         self._warned_context = False
         super().__init__(config=config)
@@ -193,9 +191,12 @@ class MembershipInferenceTask(ConfigurableTask):
         scores = self.score_results(doc, results)
         label = int(doc["label"])
         return {
-            f"{method}_{name}": (scores[method], label)
-            for method in self.settings.methods
-            for name in aggregations.AGGREGATIONS
+            **{
+                f"{method}_{name}": (scores[method], label)
+                for method in self.settings.methods
+                for name in aggregations.AGGREGATIONS
+            },
+            **aggregations.blind_values(doc["text"], label),
         }
 
     def score_results(self, doc: dict, results: list) -> dict[str, float]:

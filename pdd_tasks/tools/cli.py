@@ -5,6 +5,9 @@
     lm-eval-pdd build-table --tokenizer NAME_OR_PATH --input FILE... --output TABLE.npz [--install]
     lm-eval-pdd merge-tables | estimate-table | inspect-table | install-table | list-tables
                                                 # frequency tables, see pdd_tasks/tools/table_cli.py
+    lm-eval-pdd table OUTPUT_PATH               # per-method table of every run in a folder
+    lm-eval-pdd report OUTPUT_PATH... --out DIR # HTML + Markdown report, plots, leaderboard
+    lm-eval-pdd blind TASK [--metadata JSON]    # the blind baseline (texts only, no model)
 
 Commands that print a path print only that path on stdout (everything else goes to stderr), so
 ``--include_path $(lm-eval-pdd tasks-path)`` and ``pretrained=$(lm-eval-pdd default-model)`` work.
@@ -103,13 +106,48 @@ def _run_default_model(args: argparse.Namespace) -> int:
 
 
 def _add_table(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("results", type=Path, help="lm_eval --output_path directory or a results_*.json file")
+    parser.add_argument(
+        "results", type=Path, help="lm_eval --output_path directory (every run in it is shown) or a results_*.json file"
+    )
 
 
 def _run_table(args: argparse.Namespace) -> int:
-    from pdd_tasks.tools.report import print_method_table
+    from pdd_tasks.tools.report import ResultsError, print_method_table
 
-    print(print_method_table(args.results))
+    try:
+        print(print_method_table(args.results))
+    except ResultsError as error:
+        _err(f"lm-eval-pdd table: {error}")
+        return 1
+    return 0
+
+
+# ------------------------------------------------------------------------------------ report
+
+
+def _add_report(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "output_paths",
+        type=Path,
+        nargs="+",
+        metavar="OUTPUT_PATH",
+        help="lm_eval --output_path folders or results files",
+    )
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder to write the report to")
+    parser.add_argument("--force", action="store_true", help="overwrite the report files already in --out")
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    from pdd_tasks.tools.report import ResultsError
+    from pdd_tasks.tools.report_files import write_report
+
+    try:
+        written = write_report(args.output_paths, args.out, force=args.force)
+    except ResultsError as error:
+        _err(f"lm-eval-pdd report: {error}")
+        return 1
+    _err(f"lm-eval-pdd report: wrote {len(written)} files to {args.out}")
+    print(args.out / "report.html")
     return 0
 
 
@@ -220,9 +258,19 @@ _COMMANDS: dict[str, Command] = {
         table_cli.run_list_tables,
     ),
     "table": Command(
-        "print the per-method table (AUC, TPR@FPR<5%%) of the pdd tasks in an lm_eval results file",
+        "print the per-method table (AUC, TPR@FPR<5%%, with standard errors) of every pdd run in an lm_eval output folder",
         _add_table,
         _run_table,
+    ),
+    "report": Command(
+        "an HTML + Markdown report (tables with 95%% intervals, ROC and score plots) and a leaderboard of runs",
+        _add_report,
+        _run_report,
+    ),
+    "blind": Command(
+        "the blind baseline of a labelled task (a classifier on the texts alone, no model): AUC with interval",
+        lambda parser: _lazy("pdd_tasks.tools.blind").add_arguments(parser),
+        lambda args: _lazy("pdd_tasks.tools.blind").run(args),
     ),
     "decisions": Command(
         "per-text member/non-member decisions of an unlabelled pdd_custom run (thresholds from its reference texts)",

@@ -1,0 +1,159 @@
+"""``lm-eval-pdd blind TASK [--metadata JSON]``: the blind baseline of a labelled pdd task, no model.
+
+Loads the task's texts and labels exactly as ``lm_eval`` would (same task config, same
+``--metadata``), fits the out-of-fold bag-of-n-grams classifier of :mod:`pdd_metrics.blind` and
+prints its AUC with a 95% interval (DeLong) and TPR at 5%, 1% and 0.1% FPR with their bootstrap
+standard errors: the numbers a harness run reports as ``blind_*``. A group (``pdd_wikimia``)
+gives one row per task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from pdd_metrics import roc_auc, tpr_at_fpr
+from pdd_metrics.blind import BLIND_FOLDS, BLIND_SEED, blind_scores
+from pdd_metrics.intervals import delong_auc_stderr, normal_interval, smallest_fpr_step, tpr_at_fpr_stderr
+from pdd_tasks.tasks.aggregations import FPR_BUDGETS
+
+
+@dataclass(frozen=True)
+class BlindResult:
+    task: str
+    n_members: int
+    n_non_members: int
+    auc: float
+    auc_stderr: float
+    tpr: dict[str, float]  # metric name (tpr@fpr<x%) -> value
+    tpr_stderr: dict[str, float]
+
+    def as_dict(self) -> dict:
+        low, high = normal_interval(self.auc, self.auc_stderr)
+        return {
+            "task": self.task,
+            "n_members": self.n_members,
+            "n_non_members": self.n_non_members,
+            "auc": self.auc,
+            "auc_stderr": self.auc_stderr,
+            "auc_ci95": [low, high],
+            **{name: value for name, value in self.tpr.items()},
+            **{f"{name}_stderr": value for name, value in self.tpr_stderr.items()},
+        }
+
+
+def evaluate_blind(task: str, texts: list[str], labels: list[int], bootstrap_iters: int = 100_000) -> BlindResult:
+    """The blind baseline's metrics on one task's texts (as the harness computes ``blind_*``)."""
+    labels_arr = np.asarray(labels, dtype=np.int64)
+    scores = blind_scores(texts, labels_arr)
+    return BlindResult(
+        task=task,
+        n_members=int(labels_arr.sum()),
+        n_non_members=int(labels_arr.size - labels_arr.sum()),
+        auc=roc_auc(scores, labels_arr),
+        auc_stderr=delong_auc_stderr(scores, labels_arr),
+        tpr={name: tpr_at_fpr(scores, labels_arr, budget, "strict") for name, budget in FPR_BUDGETS.items()},
+        tpr_stderr={
+            name: tpr_at_fpr_stderr(scores, labels_arr, budget, "strict", iters=bootstrap_iters)
+            for name, budget in FPR_BUDGETS.items()
+        },
+    )
+
+
+def load_labelled_texts(task: str, metadata: dict) -> dict[str, tuple[list[str], list[int]]]:
+    """``task name -> (texts, labels)`` of a pdd task or group, loaded by the harness's TaskManager."""
+    from lm_eval.tasks import TaskManager
+
+    from pdd_tasks.tasks.base import MembershipInferenceTask
+    from pdd_tasks.tools.cli import tasks_path
+
+    manager = TaskManager(include_path=tasks_path(), metadata=metadata)
+    if not manager.match_tasks([task]):
+        raise ValueError(
+            f"no task or group {task!r} among the pdd tasks; `lm_eval --include_path $(lm-eval-pdd tasks-path) "
+            "--tasks list` lists them (e.g. pdd_wikimia, pdd_wikimia_32, pdd_custom)."
+        )
+    loaded = manager.load(task)["tasks"]
+    found = {}
+    for name, task_object in loaded.items():
+        if not isinstance(task_object, MembershipInferenceTask):
+            continue
+        docs = list(task_object.test_docs())
+        if docs and "label" not in docs[0]:
+            raise ValueError(
+                f"{name}: the texts have no labels (an unlabelled pdd_custom run), so there is nothing for a "
+                "classifier to predict. The blind baseline needs a labelled file (a 0/1 label field, 1 = member)."
+            )
+        found[str(name)] = ([doc["text"] for doc in docs], [int(doc["label"]) for doc in docs])
+    if not found:
+        raise ValueError(f"{task!r} holds no labelled pdd task.")
+    return found
+
+
+def format_results(results: list[BlindResult]) -> str:
+    header = ["task", "members", "non-members", "blind AUC [95% CI]", *(f"TPR@FPR<{k[8:]} ± se" for k in FPR_BUDGETS)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    notes = []
+    for result in results:
+        low, high = normal_interval(result.auc, result.auc_stderr)
+        cells = [
+            result.task,
+            str(result.n_members),
+            str(result.n_non_members),
+            f"{result.auc:.3f} [{low:.3f}, {high:.3f}]",
+        ]
+        for name, budget in FPR_BUDGETS.items():
+            unresolved = smallest_fpr_step(result.n_non_members) >= budget
+            cells.append(f"{result.tpr[name]:.3f} ± {result.tpr_stderr[name]:.3f}" + (" †" if unresolved else ""))
+            if unresolved:
+                notes.append(
+                    f"† {result.task}: with {result.n_non_members} non-members, FPR<{name[8:]} allows no false positive "
+                    "(TPR at FPR 0)."
+                )
+        lines.append("| " + " | ".join(cells) + " |")
+    explanation = (
+        f"Blind baseline: TF-IDF word 1-2-grams + logistic regression on the texts alone (no model), "
+        f"{BLIND_FOLDS}-fold out-of-fold scores, seed {BLIND_SEED}. Where it is high, the labels are predictable "
+        "without the model and a detection method's AUC on this benchmark is no evidence of membership."
+    )
+    return "\n".join(lines + [""] + notes + ([""] if notes else []) + [explanation])
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("task", help="a labelled pdd task or group, e.g. pdd_wikimia_32, pdd_wikimia, pdd_custom")
+    parser.add_argument(
+        "--metadata",
+        default="{}",
+        help='task metadata as for lm_eval, JSON (e.g. \'{"data_files": "texts.jsonl"}\' for pdd_custom, '
+        '\'{"data_source": "/path/to/WikiMIA-24"}\' for a local copy)',
+    )
+    parser.add_argument(
+        "--bootstrap-iters",
+        type=int,
+        default=100_000,
+        help="bootstrap draws of the TPR standard errors (default 100000)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        metadata = json.loads(args.metadata)
+        if not isinstance(metadata, dict):
+            raise ValueError("expected a JSON object")
+    except ValueError as error:
+        print(f"lm-eval-pdd blind: --metadata {args.metadata!r} is not a JSON object ({error}); e.g. "
+              "--metadata '{\"data_files\": \"texts.jsonl\"}'.", file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        texts = load_labelled_texts(args.task, metadata)
+        results = [evaluate_blind(name, *data, bootstrap_iters=args.bootstrap_iters) for name, data in texts.items()]
+    except (ValueError, OSError) as error:
+        print(f"lm-eval-pdd blind: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps([r.as_dict() for r in results], indent=1) if args.json else format_results(results))
+    return 0

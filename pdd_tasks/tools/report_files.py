@@ -1,0 +1,541 @@
+"""``lm-eval-pdd report``: an HTML page, a Markdown file, PNG plots and a leaderboard from runs.
+
+    lm-eval-pdd report OUTPUT_PATH... --out DIR [--force]
+
+Reads every run (results JSON, and the samples of ``--log_samples``) under the given lm_eval
+output folders and writes to DIR:
+
+- ``report.html``: self-contained (inline CSS, the plots embedded as data URIs);
+- ``report.md``: the same content, the plots as the PNG files beside it;
+- per run and task, ``roc_<task>_<run>.png`` (every method's ROC curve on one plot, FPR on a log
+  scale as the membership-inference literature draws them) and ``scores_<task>_<run>.png``
+  (member and non-member score histograms, one panel per method);
+- ``leaderboard.csv`` and ``leaderboard.json``: one row per (model, task, method), the columns of
+  :data:`LEADERBOARD_COLUMNS`.
+
+Every number of the tables is the results JSON's (value and ``_stderr``); the 95% interval is
+``value -/+ 1.96 stderr`` clipped to [0, 1] (:func:`pdd_metrics.intervals.normal_interval`). The
+plots need the per-text scores, so a run without ``--log_samples`` gets its tables only (and says
+so). The blind baseline's per-text items are the texts; its plotted scores are recomputed with the
+same out-of-fold classifier the harness ran (:func:`pdd_metrics.blind.blind_scores`, fixed seed).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pdd_metrics.blind import BLIND_FOLDS, BLIND_SEED, TooFewTexts, blind_scores
+from pdd_metrics.intervals import normal_interval, smallest_fpr_step
+from pdd_tasks.registry import METHOD_NAMES
+from pdd_tasks.tasks.aggregations import BLIND, FPR_BUDGETS
+from pdd_tasks.tools.report import (
+    BLIND_LABEL,
+    METRIC_LABELS,
+    ResultsError,
+    Run,
+    find_runs,
+    method_label,
+    pdd_tasks_of,
+    task_settings,
+)
+
+
+#: Metric name in the results JSON -> column name in the leaderboard (stable; documented in docs/report.md).
+COLUMN_OF_METRIC = {
+    "auc": "auc",
+    "tpr@fpr<5%": "tpr_at_fpr_lt_5pct",
+    "tpr@fpr<1%": "tpr_at_fpr_lt_1pct",
+    "tpr@fpr<0.1%": "tpr_at_fpr_lt_0_1pct",
+}
+
+LEADERBOARD_COLUMNS = (
+    "model",
+    "run",
+    "task",
+    "method",
+    "method_label",
+    "n_members",
+    "n_non_members",
+    "auc",
+    "auc_stderr",
+    "auc_ci95_low",
+    "auc_ci95_high",
+    *(f"{column}{suffix}" for column in list(COLUMN_OF_METRIC.values())[1:] for suffix in ("", "_stderr")),
+)
+
+#: Files the report writes besides the plots.
+REPORT_FILES = ("report.html", "report.md", "leaderboard.csv", "leaderboard.json")
+
+
+class ReportExists(ResultsError):
+    """The output folder already holds a report and --force was not given."""
+
+
+# -- what one (run, task) shows ---------------------------------------------------------------------
+
+
+@dataclass
+class MethodRow:
+    method: str  # metric prefix, or BLIND
+    label: str
+    values: dict[str, float | None]  # metric name -> value
+    stderrs: dict[str, float | None]  # metric name -> stderr
+
+
+@dataclass
+class TaskReport:
+    run: Run
+    run_id: str
+    task: str
+    rows: list[MethodRow]
+    scores: dict[str, tuple[np.ndarray, np.ndarray]] | None  # method -> (scores, labels), None without samples
+
+    @property
+    def n_members(self) -> int | None:
+        if not self.scores:
+            return None
+        labels = next(iter(self.scores.values()))[1]
+        return int(labels.sum())
+
+    @property
+    def n_non_members(self) -> int | None:
+        if not self.scores:
+            return None
+        labels = next(iter(self.scores.values()))[1]
+        return int(labels.size - labels.sum())
+
+
+def _number(value) -> float | None:
+    """A finite number of the results JSON, else None (absent, "N/A", NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _rows(run: Run, task: str) -> list[MethodRow]:
+    values = run.results["results"][task]
+    rows = []
+    for method in (BLIND, *METHOD_NAMES):
+        if f"{method}_auc,none" not in values:
+            continue
+        label = BLIND_LABEL if method == BLIND else method_label(run.results, method, [task])
+        rows.append(
+            MethodRow(
+                method,
+                label,
+                {metric: _number(values.get(f"{method}_{metric},none")) for metric in METRIC_LABELS},
+                {metric: _number(values.get(f"{method}_{metric}_stderr,none")) for metric in METRIC_LABELS},
+            )
+        )
+    return rows
+
+
+def _scores(run: Run, task: str, methods: list[str]) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
+    samples = run.samples(task)
+    if not samples:
+        return None
+    scores = {}
+    for method in methods:
+        key = f"{method}_auc"
+        if key not in samples[0]:
+            continue
+        values, labels = zip(*(sample[key] for sample in samples), strict=True)
+        labels = np.asarray(labels, dtype=np.int64)
+        if method == BLIND:  # items are the texts: the same out-of-fold scores the harness computed
+            try:
+                scores[method] = (blind_scores(list(values), labels), labels)
+            except TooFewTexts:  # the harness reported NaN for it; nothing to plot
+                continue
+        else:
+            scores[method] = (np.asarray(values, dtype=np.float64), labels)
+    return scores
+
+
+def _run_ids(runs: list[Run]) -> dict[Run, str]:
+    """Short unique names for file names: the model's last path part and the run's date."""
+    ids = {}
+    for run in runs:
+        base = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(run.model).name or run.model).strip("-") or "model"
+        ids[run] = f"{base}_{re.sub(r'[^0-9T]', '', run.timestamp)[:15]}"
+    counts: dict[str, int] = {}
+    for run, name in ids.items():
+        counts[name] = counts.get(name, 0) + 1
+        if counts[name] > 1:
+            ids[run] = f"{name}-{counts[name]}"
+    return ids
+
+
+def collect(runs: list[Run]) -> list[TaskReport]:
+    """One :class:`TaskReport` per (run, labelled pdd task), runs in the order given."""
+    ids = _run_ids(runs)
+    reports = []
+    for run in runs:
+        for task in pdd_tasks_of(run.results):
+            rows = _rows(run, task)
+            reports.append(TaskReport(run, ids[run], task, rows, _scores(run, task, [r.method for r in rows])))
+    return reports
+
+
+# -- plots -------------------------------------------------------------------------------------------
+
+
+def _roc_points(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.metrics import roc_curve
+
+    fpr, tpr, _ = roc_curve(labels, scores, pos_label=1)
+    return fpr, tpr
+
+
+def _or_nan(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
+def plot_roc(report: TaskReport, path: Path) -> None:
+    """Every method's ROC curve on one plot, FPR on a log axis from 1 / (2 n) (FPR 0 drawn there)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels_by_method = {row.method: row.label for row in report.rows}
+    auc_by_method = {row.method: row.values["auc"] for row in report.rows}
+    floor = 0.5 / report.n_non_members
+    fig, ax = plt.subplots(figsize=(6.4, 5.2), dpi=110)
+    for method, (scores, labels) in report.scores.items():
+        fpr, tpr = _roc_points(scores, labels)
+        style = {"color": "black", "linestyle": "--", "linewidth": 2} if method == BLIND else {"linewidth": 1.5}
+        ax.step(
+            np.maximum(fpr, floor),
+            tpr,
+            where="post",
+            label=f"{labels_by_method[method]}  AUC {_or_nan(auc_by_method[method]):.3f}",
+            **style,
+        )
+    grid = np.logspace(np.log10(floor), 0, 200)
+    ax.plot(grid, grid, color="grey", linewidth=0.8, linestyle=":", label="chance")
+    for budget in FPR_BUDGETS.values():
+        if budget > floor:
+            ax.axvline(budget, color="lightgrey", linewidth=0.6)
+    ax.set_xscale("log")
+    ax.set_xlim(floor, 1)
+    ax.set_ylim(0, 1.01)
+    ax.set_xlabel(f"false-positive rate (log; FPR 0 drawn at {floor:.1g})")
+    ax.set_ylabel("true-positive rate")
+    ax.set_title(
+        f"{report.task}: {Path(report.run.model).name}\n{report.n_members} members, {report.n_non_members} non-members",
+        fontsize=10,
+    )
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    plt.close(fig)
+
+
+def plot_distributions(report: TaskReport, path: Path) -> None:
+    """Member and non-member score histograms, one panel per method (scores as each method gives
+    them, higher = more likely a member)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels_by_method = {row.method: row.label for row in report.rows}
+    methods = list(report.scores)
+    columns = min(3, len(methods))
+    lines = -(-len(methods) // columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(4.0 * columns, 2.8 * lines), dpi=100, squeeze=False)
+    for ax, method in zip(axes.flat, methods, strict=False):
+        scores, labels = report.scores[method]
+        bins = np.histogram_bin_edges(scores, bins=30)
+        ax.hist(scores[labels == 0], bins=bins, alpha=0.55, label="non-members", color="tab:blue")
+        ax.hist(scores[labels == 1], bins=bins, alpha=0.55, label="members", color="tab:red")
+        ax.set_title(labels_by_method[method], fontsize=9)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(methods) :]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle(f"{report.task}: score distributions ({Path(report.run.model).name})", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    plt.close(fig)
+
+
+# -- tables --------------------------------------------------------------------------------------------
+
+
+def _unresolved(report: TaskReport, metric: str) -> bool:
+    """Whether the FPR budget of ``metric`` allows no false positive with this many non-members."""
+    return (
+        metric in FPR_BUDGETS
+        and report.n_non_members is not None
+        and smallest_fpr_step(report.n_non_members) >= FPR_BUDGETS[metric]
+    )
+
+
+def _best(report: TaskReport, metric: str) -> float | None:
+    values = [row.values[metric] for row in report.rows if row.method != BLIND and row.values[metric] is not None]
+    return max(values) if values else None
+
+
+def _format(row: MethodRow, metric: str, report: TaskReport, bold) -> str:
+    value, stderr = row.values[metric], row.stderrs[metric]
+    if value is None:
+        return "n/a"
+    if stderr is None:
+        text = f"{value:.3f}"
+    elif metric == "auc":
+        low, high = normal_interval(value, stderr)
+        text = f"{value:.3f} [{low:.3f}, {high:.3f}]"
+    else:
+        text = f"{value:.3f} ± {stderr:.3f}"
+    if row.method != BLIND and value == _best(report, metric):
+        text = bold(text)
+    return text + (" †" if _unresolved(report, metric) else "")
+
+
+def table_rows(report: TaskReport, bold) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of a task's method table (cells as text; ``bold`` marks the best)."""
+    header = ["method", "AUC [95% CI]", *(f"{METRIC_LABELS[m]} ± se" for m in FPR_BUDGETS)]
+    rows = [[row.label, *(_format(row, metric, report, bold) for metric in METRIC_LABELS)] for row in report.rows]
+    return header, rows
+
+
+def task_notes(report: TaskReport) -> list[str]:
+    """What a reader of the task's table must know: best marks, blind, unresolved budgets, plots."""
+    notes = [
+        "Best value of a column among the model's methods in bold (the blind baseline is not a method of the "
+        "model). AUC interval: DeLong standard error, 95% normal interval; TPR: ± its stratified-bootstrap "
+        "standard error."
+    ]
+    blind = next((row for row in report.rows if row.method == BLIND), None)
+    if blind is not None and blind.values["auc"] is not None:
+        notes.append(
+            f"The blind baseline (a bag-of-n-grams classifier on the texts alone, {BLIND_FOLDS}-fold out-of-fold "
+            f"scores, seed {BLIND_SEED}) reaches AUC {blind.values['auc']:.3f}: "
+            + (
+                "the labels are predictable without the model, so a method's AUC here is no evidence of membership."
+                if blind.values["auc"] >= 0.6
+                else "the texts alone predict the labels little on this benchmark."
+            )
+        )
+    unresolved = [m for m in FPR_BUDGETS if _unresolved(report, m)]
+    if unresolved:
+        notes.append(
+            f"†: with {report.n_non_members} non-members the smallest non-zero FPR is 1/{report.n_non_members} = "
+            f"{100 / report.n_non_members:.2g}%, so {', '.join(METRIC_LABELS[m] for m in unresolved)} allow no false "
+            f"positive: those columns are the TPR at FPR 0, not the named operating point."
+        )
+    if report.scores is None:
+        notes.append(
+            "No plots: the run has no samples file for this task (run lm_eval with --log_samples to get them)."
+        )
+    return notes
+
+
+def settings_in_effect(run: Run, task: str) -> list[tuple[str, str]]:
+    """(name, value) of the settings a task ran with, from the results JSON."""
+    metadata = (run.results.get("configs", {}).get(task, {}) or {}).get("metadata") or {}
+    settings = task_settings(run.results, task)
+    scoring = metadata.get("token_scores") or {}
+    table = metadata.get("freq_table_used") or {}
+    config = run.results.get("config") or {}
+    items = [
+        ("model", run.model),
+        ("backend", str(scoring.get("backend", "not recorded"))),
+        ("Min-K%++ mu/sigma", str(scoring.get("mu_sigma", "not recorded"))),
+        ("Min-K% k", f"{settings.min_k:g}"),
+        ("Min-K%++ k", f"{settings.min_k_pp:g}"),
+        ("DC-PDD a", f"{settings.dcpdd_a:g}"),
+        (
+            "DC-PDD reference table",
+            f"{table['path']} ({table.get('source', '')}; {table.get('counts_from', '')}: {table.get('corpus', '')})"
+            if table
+            else "not recorded (DC-PDD not scored)",
+        ),
+        ("Lowercase scored", "yes" if settings.lowercase else "no"),
+        ("TPR convention", "largest TPR with FPR < budget (strict, as the Min-K% and DC-PDD reference code)"),
+        (
+            "standard errors",
+            f"AUC: DeLong; TPR: stratified bootstrap, {config.get('bootstrap_iters', 'not recorded')} draws",
+        ),
+        (
+            "blind baseline",
+            f"TF-IDF word 1-2-grams + logistic regression, {BLIND_FOLDS}-fold out-of-fold, seed {BLIND_SEED}",
+        ),
+        ("limit", str(config.get("limit")) if config.get("limit") else "none (every text)"),
+        ("results file", str(run.file)),
+    ]
+    return items
+
+
+# -- leaderboard -------------------------------------------------------------------------------------
+
+
+def leaderboard(reports: list[TaskReport]) -> list[dict]:
+    """One row per (run, task, method), the columns of :data:`LEADERBOARD_COLUMNS`."""
+    rows = []
+    for report in reports:
+        for row in report.rows:
+            record = {
+                "model": report.run.model,
+                "run": str(report.run.file),
+                "task": report.task,
+                "method": row.method,
+                "method_label": row.label,
+                "n_members": report.n_members,
+                "n_non_members": report.n_non_members,
+            }
+            for metric, column in COLUMN_OF_METRIC.items():
+                record[column] = row.values[metric]
+                record[f"{column}_stderr"] = row.stderrs[metric]
+            auc, stderr = row.values["auc"], row.stderrs["auc"]
+            low, high = normal_interval(auc, stderr) if auc is not None and stderr is not None else (None, None)
+            record["auc_ci95_low"], record["auc_ci95_high"] = low, high
+            rows.append({column: record[column] for column in LEADERBOARD_COLUMNS})
+    return rows
+
+
+# -- the documents -------------------------------------------------------------------------------------
+
+
+def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _html_table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(cell)}</th>" for cell in header)
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _html_bold(text: str) -> str:
+    return f"<b>{html.escape(text)}</b>"
+
+
+_CSS = (
+    "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+    "table{border-collapse:collapse;margin:0.8em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+    "td:first-child,th:first-child{text-align:left}img{max-width:100%}dl{display:grid;grid-template-columns:"
+    "max-content auto;gap:2px 12px}dt{font-weight:600}.note{color:#555;font-size:0.92em}"
+)
+
+
+def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path]:
+    """Write the report of every run under ``paths`` to ``out``; returns the files written.
+
+    Raises:
+        ResultsError: a path is not an lm_eval output folder, or holds no labelled pdd task.
+        ReportExists: ``out`` holds a report already and ``force`` is false.
+    """
+    runs = find_runs(paths)
+    reports = collect(runs)
+    if not reports:
+        raise ResultsError(
+            f"No labelled pdd task in the {len(runs)} run(s) under {', '.join(map(str, paths))} (no <method>_auc "
+            "metric). The report reads runs of the labelled pdd tasks (--tasks pdd_wikimia, pdd_custom with labels, ...)."
+        )
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ResultsError(f"--out {out} is a file; name a folder for the report.")
+    existing = [out / name for name in REPORT_FILES if (out / name).exists()]
+    if existing and not force:
+        raise ReportExists(
+            f"{out} already holds a report ({', '.join(p.name for p in existing)}); pass --force to overwrite its "
+            "files, or choose another --out folder."
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+
+    md = ["# Pretraining-data detection report", ""]
+    body = ["<h1>Pretraining-data detection report</h1>"]
+    runs_line = f"{len(runs)} run(s): " + ", ".join(f"{run.model} ({run.file})" for run in runs)
+    md += [runs_line, ""]
+    body.append(f"<p>{html.escape(runs_line)}</p>")
+    for report in reports:
+        title = f"{report.task}: {report.run.model}"
+        counts = (
+            f"{report.n_members} members, {report.n_non_members} non-members"
+            if report.n_members is not None
+            else f"{(report.run.results.get('n-samples', {}).get(report.task) or {}).get('effective', '?')} texts"
+        )
+        md += [f"## {title}", "", f"{counts}; run {report.run.timestamp}.", ""]
+        body += [
+            f"<h2>{html.escape(title)}</h2>",
+            f"<p>{html.escape(counts)}; run {html.escape(report.run.timestamp)}.</p>",
+        ]
+        header, rows = table_rows(report, lambda text: f"**{text}**")
+        md += [_markdown_table(header, rows), ""]
+        html_header, html_rows = table_rows(report, _html_bold)
+        html_rows = [
+            [html.escape(cells[0]), *(c if c.startswith("<b>") else html.escape(c) for c in cells[1:])]
+            for cells in html_rows
+        ]
+        body.append(_html_table(html_header, html_rows))
+        for note in task_notes(report):
+            md += [note, ""]
+            body.append(f"<p class='note'>{html.escape(note)}</p>")
+        if report.scores is not None:
+            for kind, plot in (("roc", plot_roc), ("scores", plot_distributions)):
+                path = out / f"{kind}_{report.task}_{report.run_id}.png"
+                plot(report, path)
+                written.append(path)
+                caption = "ROC curves (log FPR)" if kind == "roc" else "score distributions"
+                md += [f"![{report.task} {caption}]({path.name})", ""]
+                data = base64.b64encode(path.read_bytes()).decode("ascii")
+                body.append(f"<figure><img alt='{html.escape(caption)}' src='data:image/png;base64,{data}'></figure>")
+        settings = settings_in_effect(report.run, report.task)
+        md += ["Settings in effect:", ""] + [f"- {name}: {value}" for name, value in settings] + [""]
+        body.append(
+            "<details><summary>Settings in effect</summary><dl>"
+            + "".join(f"<dt>{html.escape(n)}</dt><dd>{html.escape(v)}</dd>" for n, v in settings)
+            + "</dl></details>"
+        )
+
+    board = leaderboard(reports)
+    if len(runs) > 1:
+        header = ["model", "task", "method", "AUC [95% CI]", "TPR@FPR<1%"]
+        ranked = sorted(board, key=lambda r: (r["task"], -(r["auc"] or 0.0)))
+        rows = [
+            [
+                r["model"],
+                r["task"],
+                r["method_label"],
+                f"{r['auc']:.3f} [{r['auc_ci95_low']:.3f}, {r['auc_ci95_high']:.3f}]"
+                if r["auc_ci95_low"] is not None
+                else f"{r['auc']:.3f}",
+                "n/a" if r["tpr_at_fpr_lt_1pct"] is None else f"{r['tpr_at_fpr_lt_1pct']:.3f}",
+            ]
+            for r in ranked
+        ]
+        md += ["## Leaderboard", "", _markdown_table(header, rows), ""]
+        body += ["<h2>Leaderboard</h2>", _html_table(header, [[html.escape(c) for c in row] for row in rows])]
+    files_line = "Leaderboard files: leaderboard.csv, leaderboard.json (one row per model, task and method)."
+    md += [files_line, ""]
+    body.append(
+        "<p>Leaderboard files: <a href='leaderboard.csv'>leaderboard.csv</a>, "
+        "<a href='leaderboard.json'>leaderboard.json</a>; Markdown: <a href='report.md'>report.md</a>.</p>"
+    )
+
+    with (out / "leaderboard.csv").open("w", newline="") as stream:
+        writer = csv.DictWriter(stream, fieldnames=LEADERBOARD_COLUMNS)
+        writer.writeheader()
+        writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in board)
+    (out / "leaderboard.json").write_text(json.dumps(board, indent=1) + "\n")
+    (out / "report.md").write_text("\n".join(md))
+    page = (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Pretraining-data detection report</title>"
+        f"<style>{_CSS}</style></head><body>" + "\n".join(body) + "</body></html>\n"
+    )
+    (out / "report.html").write_text(page)
+    return written + [out / name for name in REPORT_FILES]
