@@ -70,6 +70,9 @@ def main() -> int:
     parser.add_argument("--permutations", type=int, default=10)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--skip-base", action="store_true", help="do not run the untuned model")
+    parser.add_argument(
+        "--base-only", action="store_true", help="only the untuned model, on the file of the first --epochs run"
+    )
     args = parser.parse_args()
 
     from pdd_tasks.tools.default_model import ensure_default_model
@@ -91,7 +94,7 @@ def main() -> int:
         print(rows[-1], file=sys.stderr, flush=True)
 
     canonical = None
-    for epochs in args.epochs:
+    for epochs in [] if args.base_only else args.epochs:
         directory = args.workdir / f"ordered-n{args.examples}-e{epochs}"
         if not directory.exists():
             settings = TuningSettings(epochs=epochs, learning_rate=1e-4, batch_size=4, max_tokens=1024)
@@ -105,6 +108,8 @@ def main() -> int:
                 directory / "model", directory / file_name, out, args.shards, args.permutations, args.batch_size
             )
             row("tuned", file_name, epochs, results, seconds)
+    if args.base_only:
+        canonical = args.workdir / f"ordered-n{args.examples}-e{args.epochs[0]}" / "canonical.jsonl"
     if not args.skip_base and canonical is not None:
         results, seconds = run_task(
             base, canonical, args.workdir / "run-base", args.shards, args.permutations, args.batch_size

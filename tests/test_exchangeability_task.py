@@ -133,3 +133,25 @@ def test_a_shard_longer_than_the_context_window_is_refused_before_scoring(tiny_m
     assert process.returncode != 0
     assert "more than the model's context window of 256" in process.stderr
     assert "Running loglikelihood requests" not in process.stderr
+
+
+def test_make_ordered_writes_the_control_and_refuses_to_overwrite(tiny_model, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    data = write_jsonl(tmp_path / "bench.jsonl", short_examples(12))
+    output = tmp_path / "ordered"
+    command = [str(Path(sys.executable).with_name("lm-eval-pdd")), "make-ordered", "--model", str(tiny_model)]
+    command += ["--data", str(data), "--examples", "10", "--block-examples", "5", "--epochs", "1", "--no-progress"]
+    made = subprocess.run([*command, "--output", str(output)], capture_output=True, text=True, timeout=600)
+    assert made.returncode == 0, made.stderr[-2000:]
+    assert made.stdout.strip() == str(output)
+    canonical = [json.loads(line)["text"] for line in (output / "canonical.jsonl").read_text().splitlines()]
+    shuffled = [json.loads(line)["text"] for line in (output / "shuffled.jsonl").read_text().splitlines()]
+    assert canonical == short_examples(10) and sorted(shuffled) == sorted(canonical) and shuffled != canonical
+    manifest = json.loads((output / "manifest.json").read_text())
+    assert (manifest["examples"], manifest["blocks"], manifest["training"]["steps"]) == (10, 2, 1)
+    assert (output / "model" / "config.json").is_file()
+    again = subprocess.run([*command, "--output", str(output)], capture_output=True, text=True, timeout=600)
+    assert again.returncode == 1 and "add --force" in again.stderr
