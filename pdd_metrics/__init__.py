@@ -4,6 +4,7 @@ Every score is oriented so that higher = more likely a member; labels use 1 = me
 """
 
 from .contamination import RankTestResult, calibrate_threshold, flag_members, suspect_vs_reference_test
+from .dataset_inference import DatasetInferenceResult, dataset_inference_test
 from .evaluation import (
     FPR_RULES,
     OneClassError,
@@ -11,6 +12,7 @@ from .evaluation import (
     tpr_at_fpr,
     validate_scores_and_labels,
 )
+from .exchangeability import ExchangeabilityResult, TooFewExamples, sharded_comparison_test
 from .methods import (
     DCPDD_ABLATIONS,
     dcpdd_score,
@@ -26,6 +28,11 @@ from .topk import approximate_mu_sigma
 
 
 __all__ = [
+    "DatasetInferenceResult",
+    "ExchangeabilityResult",
+    "TooFewExamples",
+    "dataset_inference_test",
+    "sharded_comparison_test",
     "DCPDD_ABLATIONS",
     "FPR_RULES",
     "OneClassError",

@@ -26,7 +26,14 @@ import math
 
 import numpy as np
 
-from pdd_metrics import calibrate_threshold, flag_members, roc_auc, suspect_vs_reference_test, tpr_at_fpr
+from pdd_metrics import (
+    calibrate_threshold,
+    dataset_inference_test,
+    flag_members,
+    roc_auc,
+    suspect_vs_reference_test,
+    tpr_at_fpr,
+)
 from pdd_metrics.blind import TooFewTexts, blind_scores
 from pdd_metrics.intervals import delong_auc_stderr, smallest_fpr_step, tpr_at_fpr_stderr
 from pdd_tasks.errors import UserError
@@ -294,4 +301,23 @@ def contamination_aggregations(target_fpr: float) -> dict:
         "flagged": (flagged, True),
         "suspect_auc": (suspect_auc, True),
         "pvalue": (pvalue, False),
+    }
+
+
+# -- dataset inference (pdd_custom unlabelled with references): items are (features, is_suspect) -----
+
+
+def dataset_inference_aggregations(seed: int) -> dict:
+    """``name -> (aggregation, higher_is_better)`` of Maini et al.'s dataset inference
+    (:func:`pdd_metrics.dataset_inference_test`); each item is (every method's score of a text,
+    is_suspect)."""
+
+    def result(items):
+        suspect = [features for features, is_suspect in items if is_suspect]
+        reference = [features for features, is_suspect in items if not is_suspect]
+        return dataset_inference_test(suspect, reference, seed=seed)
+
+    return {
+        "dataset_inference_pvalue": (lambda items: result(items).p_value, False),
+        "dataset_inference_t": (lambda items: result(items).t_statistic, True),
     }

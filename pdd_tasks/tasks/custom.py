@@ -15,6 +15,13 @@ reports
   against reference scores (:func:`pdd_metrics.suspect_vs_reference_test`): is the suspect set, as
   a whole, scored as more "seen" than the known non-members?
 
+With reference texts the task also runs **dataset inference** (Maini et al., NeurIPS 2024;
+:func:`pdd_metrics.dataset_inference_test`): every method's per-text score is a feature, a linear
+model is fit on a random half of suspects vs references and a one-sided t-test on the other half
+gives ``dataset_inference_pvalue`` (and ``dataset_inference_t``); metadata ``di_seed`` (default 0)
+seeds the split. It needs at least 4 texts per set and assumes, like the U tests, that the
+references differ from the suspects in nothing but membership.
+
 ``lm-eval-pdd decisions <output_path>`` turns the samples log into a decision per text.
 
     --metadata '{"data_files": "suspect.jsonl", "reference_files": "known_nonmembers.jsonl", "target_fpr": 0.05}'
@@ -176,13 +183,37 @@ class CustomMembershipTask(MembershipInferenceTask):
 
     def build_metric_list(self, metadata: dict) -> list[dict]:
         self.custom = read_custom_data(metadata)
+        self.dataset_inference = {} if self.custom.labelled else self.dataset_inference_aggregations(metadata)
         if self.custom.labelled:
             return super().build_metric_list(metadata)
         return [
             {"metric": f"{method}_{name}", "aggregation": aggregate, "higher_is_better": higher_is_better}
             for method in self.settings.methods
             for name, (aggregate, higher_is_better) in self.unlabelled_aggregations().items()
+        ] + [
+            {"metric": name, "aggregation": aggregate, "higher_is_better": higher_is_better}
+            for name, (aggregate, higher_is_better) in self.dataset_inference.items()
         ]
+
+    def dataset_inference_aggregations(self, metadata: dict) -> dict:
+        """Maini et al.'s dataset inference over every method's scores, where there are references
+        (at least 4 texts per set: 2 to fit and 2 to test)."""
+        if not self.custom.has_reference:
+            return {}
+        seed = metadata.get("di_seed", 0)
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise ValueError(f"metadata di_seed={seed!r}: expected a whole number >= 0, e.g. 0.")
+        roles = list(self.custom.dataset["role"])
+        smallest = min(roles.count(SUSPECT), roles.count(REFERENCE))
+        if smallest < 4:
+            logger.warning(
+                "pdd_custom: no dataset inference: it needs at least 4 suspect and 4 reference texts "
+                "(half to fit, half to test); there are %d and %d.",
+                roles.count(SUSPECT),
+                roles.count(REFERENCE),
+            )
+            return {}
+        return aggregations.dataset_inference_aggregations(seed)
 
     def unlabelled_aggregations(self) -> dict:
         if not self.custom.has_reference:
@@ -197,8 +228,9 @@ class CustomMembershipTask(MembershipInferenceTask):
             return super().process_results(doc, results)
         scores = self.score_results(doc, results)
         is_suspect = int(doc["role"] == SUSPECT)
+        features = tuple(scores[method] for method in self.settings.methods)
         return {
             f"{method}_{name}": (scores[method], is_suspect)
             for method in self.settings.methods
             for name in self.unlabelled_aggregations()
-        }
+        } | {name: (features, is_suspect) for name in self.dataset_inference}

@@ -287,6 +287,11 @@ _COMMANDS: dict[str, Command] = {
         _add_make_controlled,
         lambda args: _lazy("pdd_tasks.tools.make_controlled").run(args),
     ),
+    "make-ordered": Command(
+        "fine-tune a model on a file in its canonical order: the positive control of pdd_exchangeability",
+        lambda parser: _lazy("pdd_tasks.tools.make_ordered").add_arguments(parser),
+        lambda args: _lazy("pdd_tasks.tools.make_ordered").run(args),
+    ),
 }
 
 

@@ -1,0 +1,362 @@
+"""``pdd_exchangeability``: was a benchmark seen in its published order? (Oren et al., ICLR 2024)
+
+The sharded likelihood comparison test of "Proving Test Set Contamination in Black Box Language
+Models" (Oren, Meister, Chatterji, Ladhak, Hashimoto; ICLR 2024), run as an lm-eval task on a
+benchmark's own examples, with no reference set. The statistic is
+:func:`pdd_metrics.exchangeability.sharded_comparison_test`; this module builds the requests.
+
+Documents: the examples in their **canonical order**, from
+
+- a local file (``data_files``: JSONL, JSON, CSV or Parquet, in file order), each example its
+  ``text_field`` or a Jinja ``template`` over several fields (``"{{question}} {{answer}}"``), or
+- any lm-eval task (``source_task``, e.g. ``arc_easy`` or a YAML task of one's own found through
+  ``source_include_path``): its evaluation documents (test split, else validation) in the task's
+  own order, each rendered as the model sees it in that task: ``doc_to_text`` + ``target_delimiter``
+  + the gold target (the gold choice for multiple-choice tasks).
+
+What is scored, and why: the reference code tokenizes each example, concatenates a shard's examples
+in the given order into **one token sequence** and sums the log-probabilities of that sequence, so
+every example is scored with the examples before it *in that order* as context. That context is what
+a model that memorised the file exploits (after example k it predicts example k+1); scoring examples
+one by one would give the same sum for every order and test nothing. Here each order of a shard is
+one ordinary ``loglikelihood`` request: empty context, continuation = the shard's examples in that
+order joined by ``separator`` (default ``"\\n"``: the reference reads one example per line and keeps
+the line ends). The harness scores it after the model's start token, so the first example's first
+token is scored too (the reference code skips it); the test stays valid because every order of a
+shard is scored the same way. Each shard (in any order) must fit the model's context window (the
+reference code slides a window instead); where the command names an HF model
+(``--model_args pretrained=...``) this is checked before any model work.
+
+One document per shard; its requests are the canonical order then ``permutations`` random orders
+(:func:`pdd_metrics.exchangeability.shard_permutations`, seeded by ``seed`` and the shard index).
+``--limit N`` scores the first N shards.
+
+    lm_eval --model hf --model_args pretrained=<model> --include_path "$(lm-eval-pdd tasks-path)" \\
+      --tasks pdd_exchangeability --metadata '{"source_task": "arc_easy", "num_shards": 50}'
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import datasets
+import numpy as np
+from lm_eval.api.instance import Instance
+from lm_eval.api.task import ConfigurableTask
+
+from pdd_metrics.exchangeability import (
+    DEFAULT_NUM_SHARDS,
+    DEFAULT_PERMUTATIONS,
+    TooFewExamples,
+    shard_bounds,
+    shard_permutations,
+    sharded_comparison_test,
+)
+from pdd_tasks.loading.benchmark_data import DatasetError, read_local_rows
+
+
+logger = logging.getLogger(__name__)
+
+_CITATION = """@inproceedings{oren2024proving,
+  title={Proving Test Set Contamination in Black-Box Language Models},
+  author={Oren, Yonatan and Meister, Nicole and Chatterji, Niladri S. and Ladhak, Faisal and Hashimoto, Tatsunori B.},
+  booktitle={The Twelfth International Conference on Learning Representations},
+  year={2024}
+}"""
+
+
+class ExchangeabilityError(ValueError):
+    """A setting or the source of the examples is not usable; the message names the fix."""
+
+
+def _whole(name: str, value: Any, minimum: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ExchangeabilityError(f"metadata {name}={value!r}: expected a whole number >= {minimum}.")
+    return value
+
+
+@dataclass(frozen=True)
+class ExchangeabilitySettings:
+    """The task's metadata (YAML ``metadata:`` or ``--metadata``), checked.
+
+    Attributes:
+        num_shards: r, shards of consecutive examples (reference code: 50).
+        permutations: P, random orders scored per shard (reference code: 250).
+        seed: seeds the random orders (reference code: 0).
+        separator: joins a shard's examples into one text (default "\\n").
+        max_examples: score only the first N examples (default: all; the reference code: 5000).
+        data_files, text_field, template: a local source file and how an example is made of a row.
+        source_task, source_include_path: an lm-eval task as the source, and where to find it.
+    """
+
+    num_shards: int = DEFAULT_NUM_SHARDS
+    permutations: int = DEFAULT_PERMUTATIONS
+    seed: int = 0
+    separator: str = "\n"
+    max_examples: int | None = None
+    data_files: str | None = None
+    text_field: str = "text"
+    template: str | None = None
+    source_task: str | None = None
+    source_include_path: str | None = None
+
+    @classmethod
+    def from_metadata(cls, metadata: dict) -> ExchangeabilitySettings:
+        settings = cls(
+            num_shards=_whole("num_shards", metadata.get("num_shards", DEFAULT_NUM_SHARDS), 2),
+            permutations=_whole("permutations", metadata.get("permutations", DEFAULT_PERMUTATIONS), 1),
+            seed=_whole("seed", metadata.get("seed", 0), 0),
+            separator=metadata.get("separator", "\n"),
+            max_examples=(
+                None if metadata.get("max_examples") is None else _whole("max_examples", metadata["max_examples"], 4)
+            ),
+            data_files=metadata.get("data_files") or None,
+            text_field=metadata.get("text_field") or "text",
+            template=metadata.get("template") or None,
+            source_task=metadata.get("source_task") or None,
+            source_include_path=metadata.get("source_include_path") or None,
+        )
+        if not isinstance(settings.separator, str):
+            raise ExchangeabilityError(f'metadata separator={settings.separator!r}: expected a string, e.g. "\\n".')
+        if bool(settings.data_files) == bool(settings.source_task):
+            raise ExchangeabilityError(
+                "pdd_exchangeability needs exactly one source of examples in their canonical order: "
+                '--metadata \'{"data_files": "benchmark.jsonl", "text_field": "text"}\' (or a "template" '
+                'such as "{{question}} {{answer}}") or --metadata \'{"source_task": "arc_easy"}\' '
+                f"(got data_files={settings.data_files!r}, source_task={settings.source_task!r})."
+            )
+        return settings
+
+
+# -- the examples, in canonical order --------------------------------------------------------------
+
+
+def examples_from_file(path: str, text_field: str = "text", template: str | None = None) -> list[str]:
+    """The examples of a local file in file order: ``row[text_field]``, or ``template`` rendered
+    (Jinja, as lm-eval's ``doc_to_text``) with the row's fields."""
+    rows = read_local_rows(path)
+    if template is not None:
+        from lm_eval.utils import apply_template
+
+        render = lambda row: apply_template(template, row)  # noqa: E731
+    else:
+
+        def render(row: dict) -> str:
+            if text_field not in row:
+                raise DatasetError(
+                    f"{path}: no field {text_field!r} (fields: {sorted(row)}). Name the text field with "
+                    '--metadata \'{"text_field": "..."}\' or join several with a "template", e.g. '
+                    '"{{question}} {{answer}}".'
+                )
+            return str(row[text_field])
+
+    return [render(row) for row in rows]
+
+
+def render_task_doc(task, doc: dict) -> str:
+    """A document of an lm-eval task as the model reads it there, with its gold answer:
+    ``doc_to_text`` + ``target_delimiter`` + gold target (the gold choice for multiple-choice)."""
+    text = task.doc_to_text(doc)
+    target = task.doc_to_target(doc)
+    choices = task.doc_to_choice(doc) if task.OUTPUT_TYPE == "multiple_choice" else None
+    if isinstance(text, int) and choices is not None:  # multiple_input tasks: the text is a choice
+        text = choices[text]
+    if isinstance(target, list):
+        target = target[0] if target else ""
+    if isinstance(target, int) and choices is not None:
+        target = choices[target]
+    return f"{text}{task.config.target_delimiter}{target}"
+
+
+def examples_from_task(name: str, include_path: str | None = None) -> list[str]:
+    """The evaluation documents of lm-eval task ``name`` in the task's order, rendered."""
+    from lm_eval.tasks import TaskManager, get_task_dict
+
+    manager = TaskManager(include_path=include_path)
+    if name not in manager.all_tasks:
+        raise ExchangeabilityError(
+            f"source_task {name!r}: no such lm-eval task. For a YAML task of your own, add "
+            f'--metadata \'{{"source_include_path": "<its directory>"}}\' (lm_eval\'s --include_path does '
+            "not reach this task); `lm_eval ls tasks` lists the others."
+        )
+    try:
+        loaded = get_task_dict([name], manager)
+    except Exception as error:  # offline Hub dataset, missing file, ...
+        raise ExchangeabilityError(
+            f"source_task {name!r}: its documents could not be loaded ({type(error).__name__}: {error}). "
+            "Without network the task's dataset must be in the local HF datasets cache, or use "
+            '--metadata \'{"data_files": "<a local copy>"}\' instead.'
+        ) from None
+    tasks = [task for task in loaded.values() if isinstance(task, ConfigurableTask)]
+    if len(tasks) != 1 or len(loaded) != 1:
+        raise ExchangeabilityError(
+            f"source_task {name!r} is a group of tasks; give one task (each has its own canonical order)."
+        )
+    task = tasks[0]
+    return [render_task_doc(task, doc) for doc in task.eval_docs]
+
+
+def load_examples(settings: ExchangeabilitySettings) -> tuple[list[str], str]:
+    """The examples in canonical order and a description of their source."""
+    if settings.source_task:
+        examples = examples_from_task(settings.source_task, settings.source_include_path)
+        source = f"lm-eval task {settings.source_task}"
+    else:
+        examples = examples_from_file(settings.data_files, settings.text_field, settings.template)
+        source = str(settings.data_files)
+    for index, example in enumerate(examples):
+        if not example.strip():
+            raise DatasetError(f"{source}, example {index}: the text is empty. Remove the row.")
+    if settings.max_examples is not None and len(examples) > settings.max_examples:
+        logger.warning(
+            "pdd_exchangeability: scoring the first %d of the %d examples of %s (max_examples).",
+            settings.max_examples,
+            len(examples),
+            source,
+        )
+        examples = examples[: settings.max_examples]
+    return examples, source
+
+
+# -- metrics: aggregations over the per-shard items ------------------------------------------------
+# Every metric's per-document value is the same item: (canonical log-likelihood, the permuted
+# log-likelihoods, number of examples in the shard).
+
+
+def _test(items):
+    canonical = [item[0] for item in items]
+    permuted = [item[1] for item in items]
+    return sharded_comparison_test(canonical, permuted)
+
+
+def exchangeability_pvalue(items) -> float:
+    return _test(items).p_value
+
+
+def exchangeability_t(items) -> float:
+    return _test(items).t_statistic
+
+
+def exchangeability_mean_difference(items) -> float:
+    return _test(items).mean_difference
+
+
+def exchangeability_shards(items) -> int:
+    return len(items)
+
+
+def exchangeability_permutations(items) -> int:
+    return len(items[0][1])
+
+
+def exchangeability_examples(items) -> int:
+    return int(sum(item[2] for item in items))
+
+
+METRICS = {
+    "exchangeability_pvalue": (exchangeability_pvalue, False),
+    "exchangeability_t": (exchangeability_t, True),
+    "exchangeability_mean_difference": (exchangeability_mean_difference, True),
+    "exchangeability_shards": (exchangeability_shards, True),
+    "exchangeability_permutations": (exchangeability_permutations, True),
+    "exchangeability_examples": (exchangeability_examples, True),
+}
+
+
+# -- the task ---------------------------------------------------------------------------------------
+
+
+class ExchangeabilityTask(ConfigurableTask):
+    """One document per shard; requests: the shard in canonical order, then in P random orders."""
+
+    def __init__(self, config: dict) -> None:
+        config = dict(config)
+        config.pop("class", None)
+        metadata = dict(config.get("metadata") or {})
+        self.settings = ExchangeabilitySettings.from_metadata(metadata)
+        self.examples, self.source = load_examples(self.settings)
+        try:
+            self.bounds = shard_bounds(len(self.examples), self.settings.num_shards)
+        except TooFewExamples as error:
+            raise ExchangeabilityError(f"pdd_exchangeability ({self.source}): {error}") from None
+        config["metric_list"] = [
+            {"metric": name, "aggregation": aggregate, "higher_is_better": higher}
+            for name, (aggregate, higher) in METRICS.items()
+        ]
+        config["process_results"] = self.process_results
+        super().__init__(config=config)
+        self.config.metadata["exchangeability_source"] = {"source": self.source, "examples": len(self.examples)}
+        self.check_context_window(metadata)
+
+    def download(self, dataset_kwargs=None, **kwargs) -> None:
+        separator = self.settings.separator
+        shards = [self.examples[start:stop] for start, stop in self.bounds]
+        self.dataset = {
+            self.config.test_split: datasets.Dataset.from_dict(
+                {
+                    "shard": list(range(len(shards))),
+                    "start": [start for start, _ in self.bounds],
+                    "examples": shards,
+                    "text": [separator.join(shard) for shard in shards],
+                }
+            )
+        }
+
+    def shard_orders(self, doc: dict) -> list[list[int]]:
+        """The canonical order of a shard, then its random orders (indices into its examples)."""
+        size = len(doc["examples"])
+        permuted = shard_permutations(size, self.settings.permutations, self.settings.seed, doc["shard"])
+        return [list(range(size))] + permuted.tolist()
+
+    def construct_requests(self, doc: dict, ctx, **kwargs) -> list[Instance]:
+        separator = self.settings.separator
+        return [
+            Instance(
+                request_type="loglikelihood",
+                doc=doc,
+                arguments=("", separator.join(doc["examples"][i] for i in order)),
+                idx=index,
+                metadata=kwargs.get("metadata", (self.config.task, doc["shard"], 1)),
+            )
+            for index, order in enumerate(self.shard_orders(doc))
+        ]
+
+    def process_results(self, doc: dict, results: list) -> dict:
+        logprobs = [float(result[0]) if isinstance(result, tuple) else float(result) for result in results]
+        item = (logprobs[0], tuple(logprobs[1:]), len(doc["examples"]))
+        return dict.fromkeys(METRICS, item)
+
+    def check_context_window(self, metadata: dict) -> None:
+        """Where ``--model_args pretrained=...`` names an HF model whose tokenizer and config load
+        here, refuse a shard longer than the model's context window before any model work."""
+        name = metadata.get("tokenizer") or metadata.get("pretrained")
+        if not isinstance(name, str):
+            return
+        try:
+            from transformers import AutoConfig, AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(name)
+            config = AutoConfig.from_pretrained(metadata.get("pretrained") or name)
+        except Exception as error:  # a Hub name offline, a GGUF directory, another backend's name
+            logger.debug("pdd_exchangeability: no context-window check for %r: %s", name, error)
+            return
+        window = metadata.get("max_length") or next(
+            (getattr(config, key) for key in ("max_position_embeddings", "n_positions") if hasattr(config, key)),
+            None,
+        )
+        if not isinstance(window, int):
+            return
+        separator = self.settings.separator
+        lengths = [len(tokenizer(separator.join(self.examples[a:b])).input_ids) + 1 for a, b in self.bounds]
+        longest = int(np.argmax(lengths))
+        if lengths[longest] > window:
+            raise ExchangeabilityError(
+                f"pdd_exchangeability: shard {longest} ({self.bounds[longest][1] - self.bounds[longest][0]} "
+                f"examples) is {lengths[longest]} tokens, more than the model's context window of {window}: "
+                "each shard, in every order, is scored as one sequence. Use more shards "
+                f"(--metadata '{{\"num_shards\": {self.settings.num_shards * (lengths[longest] // window + 1)}}}') "
+                "or fewer examples (max_examples)."
+            )
+        self.config.metadata["exchangeability_source"]["longest_shard_tokens"] = max(lengths)

@@ -1,0 +1,192 @@
+"""``lm-eval-pdd make-ordered``: a model that has seen a benchmark file in its canonical order.
+
+The positive control of ``pdd_exchangeability`` (Oren et al., ICLR 2024). It fine-tunes a causal LM
+(by default the default model) for a few epochs on the first N examples of a file **in the file's
+order**, the way a pretraining corpus that contains the file packs it: consecutive examples joined
+by the task's separator (``"\\n"``) into blocks of ``--block-examples`` examples, each block one
+training text. The batch order of the blocks is shuffled every epoch; the order *inside* a block is
+the canonical one, so the model can learn which example follows which.
+
+It writes ``<output>/model`` (the tuned model and tokenizer), ``canonical.jsonl`` (the N examples in
+the order tuned on: the contaminated benchmark), ``shuffled.jsonl`` (the same examples in a random
+order: the negative control, whose order the model never saw) and ``manifest.json``. Then:
+
+    lm_eval --model hf --model_args pretrained=<output>/model,dtype=float32 \\
+      --include_path "$(lm-eval-pdd tasks-path)" --tasks pdd_exchangeability \\
+      --metadata '{"data_files": "<output>/canonical.jsonl", "num_shards": 10, "permutations": 20}'
+
+Default source: the 776 texts of WikiMIA length 32 shipped with the package (field ``input``), in
+their file order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from pdd_tasks.loading.benchmark_data import PACKAGED_DATA, DatasetError, read_local_rows
+
+
+DEFAULT_SOURCE = "WikiMIA_length32 (shipped)"
+DEFAULT_EXAMPLES = 200
+DEFAULT_BLOCK_EXAMPLES = 8
+
+
+def load_examples(source: str | None, text_field: str, limit: int) -> tuple[list[str], str]:
+    """The first ``limit`` examples of ``source`` (a .jsonl/.csv file) in file order, or of the
+    shipped WikiMIA length-32 file when ``source`` is None."""
+    if source is None:
+        path, text_field, description = PACKAGED_DATA / "wikimia" / "WikiMIA_length32.jsonl", "input", DEFAULT_SOURCE
+    else:
+        path, description = Path(source).expanduser(), str(source)
+    rows = read_local_rows(path)
+    for index, row in enumerate(rows[:limit]):
+        if not isinstance(row.get(text_field), str) or not row[text_field].strip():
+            raise DatasetError(
+                f"{description}, row {index}: no text in field {text_field!r} (fields: {sorted(row)}); "
+                "name the field with --text-field."
+            )
+    examples = [row[text_field] for row in rows[:limit]]
+    if len(examples) < 4:
+        raise DatasetError(f"{description}: {len(examples)} examples; the test needs at least 4 (2 shards of 2).")
+    return examples, description
+
+
+def make_ordered(
+    output_dir: Path,
+    base_model: str | Path,
+    source: str | None = None,
+    text_field: str = "text",
+    examples: int = DEFAULT_EXAMPLES,
+    block_examples: int = DEFAULT_BLOCK_EXAMPLES,
+    separator: str = "\n",
+    settings=None,
+    progress: bool = True,
+) -> Path:
+    """Fine-tune ``base_model`` on the first ``examples`` examples of ``source`` in canonical order;
+    write ``output_dir`` (which must not exist) atomically."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from pdd_tasks.tools.make_controlled import TuningSettings, fine_tune
+
+    settings = settings or TuningSettings(epochs=3, learning_rate=1e-4, batch_size=4, max_tokens=512)
+    texts, description = load_examples(source, text_field, examples)
+    blocks = [separator.join(texts[i : i + block_examples]) for i in range(0, len(texts), block_examples)]
+    torch.manual_seed(settings.seed)
+    tokenizer = AutoTokenizer.from_pretrained(base_model)
+    model = AutoModelForCausalLM.from_pretrained(base_model, dtype=torch.float32)
+    began = time.perf_counter()
+    stats = fine_tune(model, tokenizer, blocks, settings, progress=progress)
+    stats["seconds"] = round(time.perf_counter() - began, 1)
+
+    output_dir = Path(output_dir)
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}-", dir=output_dir.parent))
+    try:
+        model.save_pretrained(tmp / "model")
+        tokenizer.save_pretrained(tmp / "model")
+        shuffled = list(texts)
+        random.Random(settings.seed + 1).shuffle(shuffled)
+        for name, rows in (("canonical.jsonl", texts), ("shuffled.jsonl", shuffled)):
+            with open(tmp / name, "w", encoding="utf-8") as handle:
+                handle.writelines(json.dumps({"text": text}, ensure_ascii=False) + "\n" for text in rows)
+        manifest = {
+            "base_model": str(base_model),
+            "source": description,
+            "examples": len(texts),
+            "block_examples": block_examples,
+            "blocks": len(blocks),
+            "separator": separator,
+            "settings": asdict(settings),
+            "training": stats,
+            "what_it_is": "a positive control of pdd_exchangeability: tuned on canonical.jsonl in its order",
+        }
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        os.replace(tmp, output_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return output_dir
+
+
+# -- lm-eval-pdd make-ordered ---------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output", type=Path, required=True, help="directory to write (must not exist)")
+    parser.add_argument("--model", default=None, help="base model, HF name or directory (default: the default model)")
+    parser.add_argument(
+        "--data", default=None, help="a .jsonl/.csv file in its canonical order (default: WikiMIA length 32, shipped)"
+    )
+    parser.add_argument("--text-field", default="text", help="text field of --data rows (default 'text')")
+    parser.add_argument("--examples", type=int, default=DEFAULT_EXAMPLES, help="first N examples (default 200)")
+    parser.add_argument(
+        "--block-examples", type=int, default=DEFAULT_BLOCK_EXAMPLES, help="consecutive examples per training text (8)"
+    )
+    parser.add_argument("--epochs", type=int, default=3, help="passes over the file (default 3)")
+    parser.add_argument("--learning-rate", type=float, default=1e-4, help="AdamW, constant (default 1e-4)")
+    parser.add_argument("--batch-size", type=int, default=4, help="training texts per step (default 4)")
+    parser.add_argument("--seed", type=int, default=0, help="batch order and the shuffled copy (default 0)")
+    parser.add_argument("--force", action="store_true", help="replace --output if it exists")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pdd_tasks.tools.default_model import DefaultModelError, ensure_default_model
+    from pdd_tasks.tools.make_controlled import TuningSettings
+
+    for name in ("examples", "block_examples", "epochs", "batch_size"):
+        if getattr(args, name) < 1:
+            print(f"lm-eval-pdd make-ordered: --{name.replace('_', '-')} must be >= 1.", file=sys.stderr)
+            return 2
+    if args.output.exists():
+        if not args.force:
+            print(
+                f"lm-eval-pdd make-ordered: {args.output} exists; choose another --output or add --force to replace it.",
+                file=sys.stderr,
+            )
+            return 1
+        shutil.rmtree(args.output)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            base = args.model or ensure_default_model()
+            settings = TuningSettings(
+                seed=args.seed,
+                learning_rate=args.learning_rate,
+                batch_size=args.batch_size,
+                epochs=args.epochs,
+                max_tokens=1024,
+            )
+            output = make_ordered(
+                args.output,
+                base,
+                source=args.data,
+                text_field=args.text_field,
+                examples=args.examples,
+                block_examples=args.block_examples,
+                settings=settings,
+                progress=not args.no_progress,
+            )
+    except (DatasetError, DefaultModelError) as exc:
+        print(f"lm-eval-pdd make-ordered: {exc}", file=sys.stderr)
+        return 1
+    manifest = json.loads((output / "manifest.json").read_text())
+    print(
+        f"tuned {base} on {manifest['examples']} examples in canonical order, {settings.epochs} epochs "
+        f"({manifest['training']['steps']} steps, {manifest['training']['seconds']} s); test it with "
+        f"--model_args pretrained={output / 'model'} --tasks pdd_exchangeability "
+        f'--metadata \'{{"data_files": "{output / "canonical.jsonl"}"}}\'',
+        file=sys.stderr,
+    )
+    print(output)
+    return 0

@@ -1,0 +1,87 @@
+"""Dataset inference in pdd_custom's unlabelled mode, end to end through the real ``lm_eval``."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from conftest import (
+    build_table_for,
+    build_tiny_model,
+    read_results,
+    read_samples,
+    run_lm_eval,
+    tasks_path,
+    train_on,
+    wikimia_rows,
+)
+
+from pdd_metrics import dataset_inference_test
+from pdd_tasks.registry import DEFAULT_METHODS
+
+
+def run_custom(model_dir, table, out, suspect, reference, **metadata):
+    out.parent.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for name, texts in (("suspect", suspect), ("reference", reference)):
+        files[name] = out.parent / f"{name}.jsonl"
+        files[name].write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
+    meta = {"data_files": str(files["suspect"]), "reference_files": str(files["reference"]), "freq_table": str(table)}
+    run_lm_eval(
+        [
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={model_dir},dtype=float32",
+            "--device",
+            "cpu",
+            "--include_path",
+            tasks_path(),
+            "--tasks",
+            "pdd_custom",
+            "--batch_size",
+            "8",
+            "--metadata",
+            json.dumps({**meta, **metadata}),
+            "--output_path",
+            str(out),
+            "--log_samples",
+        ],
+        cwd=out.parent,
+    )
+    return read_results(out)["results"]["pdd_custom"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny model trained on 24 texts; 64 texts of the same kind it never saw."""
+    tmp = tmp_path_factory.mktemp("di")
+    texts = [row["input"] for row in wikimia_rows(32)]
+    random.Random(3).shuffle(texts)
+    model_dir = build_tiny_model(tmp / "model", seed=2)
+    train_on(model_dir, texts[:24], steps=300)
+    return {"model": model_dir, "table": build_table_for(model_dir, tmp / "table.npz"), "texts": texts, "tmp": tmp}
+
+
+def test_members_against_known_non_members(trained):
+    out = trained["tmp"] / "members" / "out"
+    metrics = run_custom(trained["model"], trained["table"], out, trained["texts"][:24], trained["texts"][24:64])
+    assert metrics["dataset_inference_pvalue,none"] < 0.01
+    assert metrics["dataset_inference_t,none"] > 0
+    # the same number from the per-text scores in the samples log, through pdd_metrics directly
+    samples = read_samples(out, "pdd_custom")
+    features = {
+        role: [s["dataset_inference_pvalue"][0] for s in samples if s["doc"]["role"] == role]
+        for role in ("suspect", "reference")
+    }
+    assert all(len(row) == len(DEFAULT_METHODS) for row in features["suspect"])
+    direct = dataset_inference_test(features["suspect"], features["reference"], seed=0)
+    assert direct.p_value == pytest.approx(metrics["dataset_inference_pvalue,none"])
+
+
+def test_non_members_against_non_members(trained):
+    out = trained["tmp"] / "nonmembers" / "out"
+    texts = trained["texts"]
+    metrics = run_custom(trained["model"], trained["table"], out, texts[24:56], texts[56:96], di_seed=1)
+    assert metrics["dataset_inference_pvalue,none"] > 0.05
