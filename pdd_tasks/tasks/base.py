@@ -2,11 +2,13 @@
 
 A pdd task scores each labelled text with every detection method from one forward pass (plus one
 for the lowercased text, for the Lowercase method) and reports, per method, the dataset-level AUC and
-TPR at 5% and 1% FPR. Per-text scores are in ``--log_samples`` (each metric's value is the pair
-``[score, label]``; higher score = more likely a member).
+TPR at 5%, 1% and 0.1% FPR with their standard errors, and the same metrics of the blind baseline (a
+classifier of the texts alone). Per-text scores are in ``--log_samples`` (each metric's value is the
+pair ``[score, label]``; higher score = more likely a member).
 
 Method settings are task metadata; a user overrides them from the command line, e.g.
-``--metadata '{"dcpdd_a": 10, "freq_table": "my_table.npz"}'``. The settings and methods are declared in :mod:`pdd_tasks.registry`.
+``--metadata '{"dcpdd_a": 10, "freq_table": "my_table.npz"}'``. The settings and methods are
+declared in :mod:`pdd_tasks.registry`.
 """
 
 from __future__ import annotations
