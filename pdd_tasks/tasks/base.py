@@ -26,7 +26,7 @@ from pdd_tasks.backends.hf import install_hf_capture
 from pdd_tasks.backends.vllm import install_vllm_capture
 from pdd_tasks.errors import UserError, install_excepthook
 from pdd_tasks.freq.tables import FrequencyTable, find_table, tokenizer_fingerprint
-from pdd_tasks.loading.benchmark_data import DatasetError, DataSpec, load_benchmark
+from pdd_tasks.loading.benchmark_data import DataSpec, load_benchmark
 from pdd_tasks.registry import (
     SETTINGS,
     ScoringSettings,
@@ -207,11 +207,6 @@ class MembershipInferenceTask(ConfigurableTask):
         scores = results[0]
         self.check_answering_model(scores.model)
         self.record_scoring_backend(scores.model)
-        if scores.logprobs.size == 0:
-            raise DatasetError(
-                f"{self.config.task}: the text {doc['text']!r} is only the model's start token, so no token is "
-                f"left to score after it (DC-PDD Eq. 2 scores the tokens after the start token). Remove the row."
-            )
         extra: dict[str, list[np.ndarray]] = {}
         for (method, _), answer in zip(extra_texts(doc["text"], self.settings), results[1:], strict=True):
             extra.setdefault(method, []).append(answer.logprobs)
