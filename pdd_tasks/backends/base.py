@@ -88,7 +88,7 @@ class PerTokenRequest(Instance):
     exact_mu_sigma: bool = False  # vLLM: ask for the full distribution (prompt_logprobs=-1)
 
 
-class TextTooLongError(ValueError):
+class TextTooLongError(UserError):
     pass
 
 

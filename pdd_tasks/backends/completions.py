@@ -46,6 +46,7 @@ from pdd_tasks.backends.base import (
     check_lm_eval_version,
     wrap_loglikelihood,
 )
+from pdd_tasks.errors import UserError
 
 
 logger = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ GOOD_SERVERS = (
 )
 
 
-class ServerCheckError(RuntimeError):
+class ServerCheckError(UserError, RuntimeError):
     """The completions server cannot give correct prompt log-probs; the message names the fault."""
 
 
