@@ -155,3 +155,33 @@ def test_make_ordered_writes_the_control_and_refuses_to_overwrite(tiny_model, tm
     assert (output / "model" / "config.json").is_file()
     again = subprocess.run([*command, "--output", str(output)], capture_output=True, text=True, timeout=600)
     assert again.returncode == 1 and "add --force" in again.stderr
+
+
+def test_the_task_is_indexed():
+    from lm_eval.tasks import TaskManager
+
+    assert "pdd_exchangeability" in TaskManager(include_path=tasks_path()).all_subtasks
+
+
+@pytest.mark.parametrize(
+    "metadata, message",
+    [
+        ({}, "exactly one source of examples"),
+        ({"data_files": "a.jsonl", "source_task": "arc_easy"}, "exactly one source of examples"),
+        ({"data_files": "a.jsonl", "num_shards": 1}, "num_shards=1: expected a whole number >= 2"),
+        ({"data_files": "a.jsonl", "permutations": 0}, "permutations=0"),
+        ({"data_files": "a.jsonl", "separator": 3}, "separator=3"),
+    ],
+)
+def test_bad_settings_are_refused(metadata, message):
+    from pdd_tasks.tasks.exchangeability import ExchangeabilityError, ExchangeabilitySettings
+
+    with pytest.raises(ExchangeabilityError, match=message):
+        ExchangeabilitySettings.from_metadata(metadata)
+
+
+def test_unknown_source_task_names_the_include_path_setting():
+    from pdd_tasks.tasks.exchangeability import ExchangeabilityError, examples_from_task
+
+    with pytest.raises(ExchangeabilityError, match="source_include_path"):
+        examples_from_task("pdd_no_such_task", str(SOURCE_DIR))
