@@ -234,7 +234,7 @@ def plot_roc(report: TaskReport, path: Path) -> None:
         f"{report.task}: {Path(report.run.model).name}\n{report.n_members} members, {report.n_non_members} non-members",
         fontsize=10,
     )
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="center left")
     fig.tight_layout()
     fig.savefig(path, format="png")
     plt.close(fig)
