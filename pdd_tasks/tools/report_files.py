@@ -334,7 +334,7 @@ def task_notes(report: TaskReport) -> list[str]:
             f"{100 / report.n_non_members:.2g}%, so {', '.join(METRIC_LABELS[m] for m in unresolved)} allow no false "
             f"positive: those columns are the TPR at FPR 0, not the named operating point."
         )
-    if report.scores is None:
+    if not report.scores:
         notes.append(
             "No plots: the run has no samples file for this task (run lm_eval with --log_samples to get them)."
         )
@@ -485,7 +485,7 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
         for note in task_notes(report):
             md += [note, ""]
             body.append(f"<p class='note'>{html.escape(note)}</p>")
-        if report.scores is not None:
+        if report.scores:
             for kind, plot in (("roc", plot_roc), ("scores", plot_distributions)):
                 path = out / f"{kind}_{report.task}_{report.run_id}.png"
                 plot(report, path)
