@@ -95,3 +95,13 @@ def test_blind_command_errors_name_the_fix(tmp_path, capsys):
     assert process.returncode == 1 and "Traceback" not in process.stderr and "tasks-path" in process.stderr
     process = lm_eval_pdd(capsys, "blind", "pdd_custom", "--metadata", "{not json")
     assert process.returncode == 2 and "not a JSON object" in process.stderr
+
+
+def test_blind_metrics_are_nan_not_a_failed_run_with_one_text_of_a_class():
+    from lm_eval import evaluator_utils
+
+    items = [("a b", 1), ("c d", 1), ("e f", 0)]
+    aggregate = aggregations.BLIND_AGGREGATIONS["auc"]
+    assert np.isnan(aggregate(items))
+    aggregations.install_stderr()
+    assert evaluator_utils.stderr_for_metric(aggregate, 100)(items) == "N/A"

@@ -234,7 +234,7 @@ def plot_roc(report: TaskReport, path: Path) -> None:
         f"{report.task}: {Path(report.run.model).name}\n{report.n_members} members, {report.n_non_members} non-members",
         fontsize=10,
     )
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="center left")
     fig.tight_layout()
     fig.savefig(path, format="png")
     plt.close(fig)
@@ -334,7 +334,7 @@ def task_notes(report: TaskReport) -> list[str]:
             f"{100 / report.n_non_members:.2g}%, so {', '.join(METRIC_LABELS[m] for m in unresolved)} allow no false "
             f"positive: those columns are the TPR at FPR 0, not the named operating point."
         )
-    if report.scores is None:
+    if not report.scores:
         notes.append(
             "No plots: the run has no samples file for this task (run lm_eval with --log_samples to get them)."
         )
@@ -485,7 +485,7 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
         for note in task_notes(report):
             md += [note, ""]
             body.append(f"<p class='note'>{html.escape(note)}</p>")
-        if report.scores is not None:
+        if report.scores:
             for kind, plot in (("roc", plot_roc), ("scores", plot_distributions)):
                 path = out / f"{kind}_{report.task}_{report.run_id}.png"
                 plot(report, path)
