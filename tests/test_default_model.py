@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pdd_tasks import default_model as dm
+from pdd_tasks.tools import default_model as dm
 from pdd_tasks.tools import cli
 
 
