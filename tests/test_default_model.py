@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pdd_tasks.tools import default_model as dm
 from pdd_tasks.tools import cli
+from pdd_tasks.tools import default_model as dm
 
 
 def _has_smollm2() -> bool:
