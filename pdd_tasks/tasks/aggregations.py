@@ -315,9 +315,23 @@ def dataset_inference_aggregations(seed: int) -> dict:
     def result(items):
         suspect = [features for features, is_suspect in items if is_suspect]
         reference = [features for features, is_suspect in items if not is_suspect]
+        if min(len(suspect), len(reference)) < 4:  # e.g. a reference set cut by --limit
+            _warn_once_per(
+                ("dataset_inference", len(suspect), len(reference)),
+                "no dataset inference (its metrics are NaN): it needs at least 4 suspect and 4 reference texts "
+                "(half to fit, half to test); %d and %d were scored (--limit?).",
+                len(suspect),
+                len(reference),
+            )
+            return None
         return dataset_inference_test(suspect, reference, seed=seed)
 
-    return {
-        "dataset_inference_pvalue": (lambda items: result(items).p_value, False),
-        "dataset_inference_t": (lambda items: result(items).t_statistic, True),
-    }
+    def p_value(items) -> float:
+        test = result(items)
+        return math.nan if test is None else test.p_value
+
+    def t_statistic(items) -> float:
+        test = result(items)
+        return math.nan if test is None else test.t_statistic
+
+    return {"dataset_inference_pvalue": (p_value, False), "dataset_inference_t": (t_statistic, True)}
