@@ -349,5 +349,7 @@ def test_bookmia_and_patentmia_end_to_end_through_lm_eval(tiny_model, tiny_table
     patent_cells = [cells[i] for i, h in enumerate(header) if h.startswith("pdd_patentmia")]
     book_cells = [cells[i] for i, h in enumerate(header) if h.startswith("pdd_bookmia")]
     assert [c.strip(" |") for c in patent_cells] == ["n/a", "n/a"]
-    assert all(c.strip(" |").replace(".", "").isdigit() for c in book_cells)
+    for cell in book_cells:  # "0.500 ± 0.289": the value and its standard error
+        value, stderr = cell.strip(" |").split(" ± ")
+        assert value.replace(".", "").isdigit() and stderr.replace(".", "").isdigit(), cell
     assert "n/a: Lowercase does not apply to pdd_patentmia (its texts (zh) have no letter case" in table
