@@ -180,8 +180,10 @@ class TextInputs:
             (Min-K%++ Eq. 3-4; exact or a top-k estimate, as the results JSON records).
         log_reference_freq: log f(v) per token id (DC-PDD Eq. 5), or None where no method in
             effect needs it.
-        extra_logprobs: method name -> log-probs of each of its extra texts
-            (:attr:`Method.extra_texts`), in the order it listed them.
+        extra_logprobs: method name -> log-probs of the continuation of each of its extra
+            requests (:attr:`Method.extra_requests`), in the order it listed them.
+        prepared: method name -> what the task prepared for it once per run
+            (:attr:`Method.prepare`), e.g. ReCaLL's prefixes; absent for methods without ``prepare``.
     """
 
     text: str
@@ -191,6 +193,7 @@ class TextInputs:
     sigma: np.ndarray
     log_reference_freq: np.ndarray | None = None
     extra_logprobs: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    prepared: dict[str, Any] = field(default_factory=dict)
 
 
 #: What a method may need from the backend (:attr:`Method.needs`).
@@ -200,7 +203,7 @@ NEEDS = {
     "mu_sigma": "mean and standard deviation of log p over the next-token distribution",
     "reference_frequencies": "a reference token-frequency table for the model's tokenizer",
     "text": "the raw text",
-    "extra_texts": "more texts scored per text, one request each",
+    "extra_requests": "more texts scored per text (after the start token, or after a context), one request each",
 }
 
 
@@ -215,8 +218,15 @@ class Method:
         needs: keys of :data:`NEEDS`.
         citation: the paper and equation.
         settings: the settings it reads (each declared once; shared ones are module constants).
-        extra_texts: ``extra_texts(text)`` -> more texts to score (each after the start token);
-            their log-probs reach ``score`` as ``inputs.extra_logprobs[name]``.
+        extra_requests: ``extra_requests(text, settings, prepared)`` -> ``(context, continuation)``
+            pairs to score, one request each on every backend: context ``""`` scores the
+            continuation after the start token, as the text itself; a non-empty context is encoded
+            after the start token and the continuation's tokens are those it has on its own. Their
+            log-probs reach ``score`` as ``inputs.extra_logprobs[name]``. ``prepared`` is what
+            ``prepare`` returned (None without it).
+        prepare: ``prepare(task, settings)`` -> anything the method needs once per run (prefix
+            texts, a neighbour generator, ...), called by the task after its data is loaded; the
+            result reaches ``extra_requests`` and ``inputs.prepared[name]``.
         enabled: ``enabled(settings)`` -> whether the method is in effect.
     """
 
@@ -226,7 +236,8 @@ class Method:
     needs: frozenset[str]
     citation: str
     settings: tuple[Setting, ...] = ()
-    extra_texts: Callable[[str], list[str]] | None = None
+    extra_requests: Callable[[str, Any, Any], list[tuple[str, str]]] | None = None
+    prepare: Callable[[Any, Any], Any] | None = None
     enabled: Callable[[Any], bool] = lambda settings: True
 
 
@@ -261,10 +272,10 @@ METHODS: dict[str, Method] = {
             name="lowercase",
             score=lambda inputs, settings: lowercase_score(inputs.logprobs, inputs.extra_logprobs["lowercase"][0]),
             label=lambda settings: "Lowercase",
-            needs=frozenset({"logprobs", "extra_texts"}),
+            needs=frozenset({"logprobs", "extra_requests"}),
             citation="Carlini et al. 2021, Sec. 6.1: log PPL(lower(x)) / log PPL(x)",
             settings=(LOWERCASE,),
-            extra_texts=lambda text: [text.lower()],
+            extra_requests=lambda text, settings, prepared: [("", text.lower())],
             enabled=lambda settings: settings.lowercase,
         ),
         Method(
@@ -357,13 +368,15 @@ def needs(settings, need: str) -> bool:
     return any(need in METHODS[name].needs for name in settings.methods)
 
 
-def extra_texts(text: str, settings) -> list[tuple[str, str]]:
-    """``(method name, text)`` of every extra text the methods in effect score, in request order."""
+def extra_requests(text: str, settings, prepared: dict[str, Any] | None = None) -> list[tuple[str, str, str]]:
+    """``(method name, context, continuation)`` of every extra request of the methods in effect, in
+    request order. ``prepared``: method name -> what its ``prepare`` returned for this run."""
+    prepared = prepared or {}
     return [
-        (name, extra)
+        (name, context, continuation)
         for name in settings.methods
-        if METHODS[name].extra_texts is not None
-        for extra in METHODS[name].extra_texts(text)
+        if METHODS[name].extra_requests is not None
+        for context, continuation in METHODS[name].extra_requests(text, settings, prepared.get(name))
     ]
 
 

@@ -96,3 +96,33 @@ def test_backend_without_token_logprobs_is_named():
     doc = next(iter(task.test_docs()))
     with pytest.raises(BackendWithoutTokenLogprobs, match=r"without per-token log-probs.*--model hf"):
         task.process_results(doc, [(-12.0, False), (-13.0, False)])
+
+
+def test_a_context_request_scores_the_texts_own_tokens_after_the_context(tiny_model):
+    """An extra request with a context (ReCaLL's prefix) scores the same tokens as the text alone,
+    after ``[start] + context``: equal to a direct forward pass of that sequence."""
+    import torch
+
+    from pdd_tasks.backends.base import PerTokenRequest
+    from pdd_tasks.backends.hf import PerTokenHFLM
+
+    lm = PerTokenHFLM(pretrained=str(tiny_model), batch_size=2, device="cpu", dtype="float32")
+    meta = ("t", 0, 1)
+    context, text = "A prefix of known texts.\n", "The text to score, after it."
+    alone, after = lm.loglikelihood(
+        [
+            PerTokenRequest("loglikelihood", {}, ("", text), 0, meta),
+            PerTokenRequest("loglikelihood", {}, (context, text), 1, meta),
+        ],
+        disable_tqdm=True,
+    )
+    tokens = lm.tok_encode(text, add_special_tokens=False)
+    assert alone.token_ids.tolist() == after.token_ids.tolist() == tokens
+    prompt = [lm.prefix_token_id] + lm.tok_encode(context, add_special_tokens=False) + tokens
+    with torch.no_grad():
+        logits = lm.model(torch.tensor([prompt])).logits[0].float()
+    expected = torch.log_softmax(logits, -1)[len(prompt) - len(tokens) - 1 : -1].gather(
+        -1, torch.tensor(tokens)[:, None]
+    )
+    np.testing.assert_allclose(after.logprobs, expected[:, 0].numpy(), atol=1e-5)
+    assert not np.allclose(after.logprobs, alone.logprobs)  # the context changed the predictions

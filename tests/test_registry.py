@@ -73,10 +73,10 @@ def test_score_text_calls_the_pure_functions_with_the_settings_in_effect():
     )
 
 
-def test_extra_texts_follow_the_methods_in_effect():
+def test_extra_requests_follow_the_methods_in_effect():
     on = ScoringSettings()
-    assert registry.extra_texts("Hello World", on) == [("lowercase", "hello world")]
-    assert registry.extra_texts("Hello World", ScoringSettings.from_metadata({"lowercase": False})) == []
+    assert registry.extra_requests("Hello World", on) == [("lowercase", "", "hello world")]
+    assert registry.extra_requests("Hello World", ScoringSettings.from_metadata({"lowercase": False})) == []
 
 
 @pytest.mark.parametrize(

@@ -266,15 +266,15 @@ def answer_groups(
 
 
 def split_after_start_token(lm, request: PerTokenRequest) -> tuple[list[int], list[int]]:
-    """``(context, text tokens)`` as stock ``TemplateLM.loglikelihood`` builds them for an empty
-    context: the text after the backend's ``prefix_token_id`` (BOS, else EOS), unless the text's
-    own first token is that token. Errors on a non-empty context or a text without tokens."""
+    """``(context, text tokens)`` of a per-token request.
+
+    For an empty context, as stock ``TemplateLM.loglikelihood`` builds them: the text after the
+    backend's ``prefix_token_id`` (BOS, else EOS), unless the text's own first token is that token.
+    For a non-empty context (an extra request such as ReCaLL's prefix): the same start token, then
+    the context's tokens, then the text's tokens exactly as for an empty context, so that a text is
+    scored on the same tokens with and without a context. Errors on a text without tokens.
+    """
     context, text = request.args
-    if context != "":
-        raise ValueError(
-            f"{request.task_name} doc {request.doc_id}: per-token requests are scored after the start "
-            f"token and take an empty context, got a context of {len(context)} characters."
-        )
     tokens = list(lm.tok_encode(text, add_special_tokens=False))
     if not tokens:
         raise ValueError(
@@ -282,13 +282,17 @@ def split_after_start_token(lm, request: PerTokenRequest) -> tuple[list[int], li
             f"remove empty texts from the dataset."
         )
     if lm.prefix_token_id != tokens[0]:
-        return [lm.prefix_token_id], tokens
-    if len(tokens) == 1:
+        start, tokens = [lm.prefix_token_id], tokens
+    elif len(tokens) == 1:
         raise EmptyTextError(
             f"{request.task_name} doc {request.doc_id}: the text {text!r} is only the model's start token, so no "
             f"token is left to score after it (DC-PDD Eq. 2 scores the tokens after the start token). Remove the row."
         )
-    return tokens[:1], tokens[1:]
+    else:
+        start, tokens = tokens[:1], tokens[1:]
+    if context:
+        start = start + list(lm.tok_encode(context, add_special_tokens=False))
+    return start, tokens
 
 
 @dataclass(frozen=True)
@@ -326,11 +330,18 @@ def encode_text(lm, request: PerTokenRequest, fit: ContextLimit) -> tuple[list[i
             f"{request.task_name} doc {request.doc_id}: the text is only the start token; there is "
             f"nothing to score. Remove it from the dataset."
         )
-    truncated = max(0, len(tokens) - fit.room)
+    room = fit.room - (len(context) - 1)  # the start token is counted in fit.room, a context is not
+    if room < 1:
+        raise TextTooLongError(
+            f"{request.task_name} doc {request.doc_id}: the request's context alone has {len(context) - 1} tokens, "
+            f"which leaves no room for the text to {fit.limit}. Use a shorter context (e.g. fewer prefix texts)."
+        )
+    truncated = max(0, len(tokens) - room)
     if truncated and not request.truncate:
         raise TextTooLongError(
-            f"{request.task_name} doc {request.doc_id}: the text has {len(tokens)} tokens, more than {fit.limit}. "
-            f"{fit.fixes}, or allow truncation with --metadata '{{\"truncate\": true}}' (keeps the first {fit.room} "
+            f"{request.task_name} doc {request.doc_id}: the text has {len(tokens)} tokens"
+            f"{f' after a context of {len(context) - 1} tokens' if len(context) > 1 else ''}, more than {fit.limit}. "
+            f"{fit.fixes}, or allow truncation with --metadata '{{\"truncate\": true}}' (keeps the first {room} "
             f"tokens of each long text)."
         )
-    return context, (tokens[: fit.room] if truncated else tokens), truncated
+    return context, (tokens[:room] if truncated else tokens), truncated

@@ -28,11 +28,12 @@ from pdd_tasks.errors import UserError, install_excepthook
 from pdd_tasks.freq.tables import FrequencyTable, find_table, tokenizer_fingerprint
 from pdd_tasks.loading.benchmark_data import DataSpec, load_benchmark
 from pdd_tasks.registry import (
+    METHODS,
     SETTINGS,
     ScoringSettings,
     TextInputs,
     check_metadata_keys,
-    extra_texts,
+    extra_requests,
     needs,
     score_text,
 )
@@ -132,6 +133,7 @@ class MembershipInferenceTask(ConfigurableTask):
         install_vllm_capture()
         aggregations.install_stderr()
         self._log_reference_freq: np.ndarray | None = None
+        self._prepared: dict | None = None
         self._warned_context = False
         super().__init__(config=config)
         self.check_table_before_scoring(metadata)
@@ -164,20 +166,33 @@ class MembershipInferenceTask(ConfigurableTask):
                 self.config.task,
             )
             self._warned_context = True
-        texts = [doc["text"]] + [text for _, text in extra_texts(doc["text"], self.settings)]
+        pairs = [("", doc["text"])] + [
+            (context, text) for _, context, text in extra_requests(doc["text"], self.settings, self.prepared())
+        ]
         return [
             PerTokenRequest(
                 request_type="loglikelihood",
                 doc=doc,
-                arguments=("", text),
+                arguments=pair,
                 idx=index,
                 metadata=kwargs.get("metadata", (self.config.task, None, 1)),
                 truncate=self.settings.truncate,
                 topk_logprobs=self.settings.topk_logprobs,
                 exact_mu_sigma=self.settings.exact_mu_sigma,
             )
-            for index, text in enumerate(texts)
+            for index, pair in enumerate(pairs)
         ]
+
+    def prepared(self) -> dict:
+        """Method name -> what its ``prepare`` hook returned for this run (once, after the data is
+        loaded); see :attr:`pdd_tasks.registry.Method.prepare`."""
+        if self._prepared is None:
+            self._prepared = {
+                name: METHODS[name].prepare(self, self.settings)
+                for name in self.settings.methods
+                if METHODS[name].prepare is not None
+            }
+        return self._prepared
 
     # -- scoring ---------------------------------------------------------------------------------
 
@@ -203,12 +218,13 @@ class MembershipInferenceTask(ConfigurableTask):
 
     def score_results(self, doc: dict, results: list) -> dict[str, float]:
         """Every method's score of ``doc["text"]`` from the backend's answers to its requests
-        (the text first, then the extra texts of :func:`pdd_tasks.registry.extra_texts`)."""
+        (the text first, then the extra requests of :func:`pdd_tasks.registry.extra_requests`)."""
         scores = results[0]
         self.check_answering_model(scores.model)
         self.record_scoring_backend(scores.model)
         extra: dict[str, list[np.ndarray]] = {}
-        for (method, _), answer in zip(extra_texts(doc["text"], self.settings), results[1:], strict=True):
+        requested = extra_requests(doc["text"], self.settings, self.prepared())
+        for (method, _, _), answer in zip(requested, results[1:], strict=True):
             extra.setdefault(method, []).append(answer.logprobs)
         inputs = TextInputs(
             text=self.scored_text(doc["text"], scores) if needs(self.settings, "text") else doc["text"],
@@ -220,6 +236,7 @@ class MembershipInferenceTask(ConfigurableTask):
                 self.reference_log_frequencies(scores.model) if needs(self.settings, "reference_frequencies") else None
             ),
             extra_logprobs=extra,
+            prepared=self.prepared(),
         )
         return score_text(inputs, self.settings)
 
