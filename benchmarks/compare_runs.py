@@ -3,8 +3,9 @@
     python benchmarks/compare_runs.py <output_path A> <output_path B> [--task pdd_wikimia_32]
 
 Used to check that a change leaves the scores alone (the layout refactor: before and after, the
-largest difference per method). Methods are the ``*_auc`` metrics both runs have, except the blind
-baseline (its items are texts, not scores).
+largest difference per method) and how far a precision change moves them (float32 vs bfloat16:
+Spearman's rank correlation of the per-document scores, and each run's AUC). Methods are the
+``*_auc`` metrics both runs have, except the blind baseline (its items are texts, not scores).
 """
 
 from __future__ import annotations
@@ -12,14 +13,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import numpy as np
+from scipy.stats import spearmanr
+
+from pdd_metrics import roc_auc
 from pdd_tasks.loading.files import read_jsonl
 
 
-def scores(out: Path, task: str) -> dict[str, dict[int, float]]:
+def scores(out: Path, task: str) -> tuple[dict[str, dict[int, float]], dict[int, int]]:
+    """Per method, doc_id -> score; and doc_id -> label, from a run's ``--log_samples`` file."""
     samples_file = sorted(Path(out).rglob(f"samples_{task}_*.jsonl"))[-1]
     samples = list(read_jsonl(samples_file))
     methods = [key[: -len("_auc")] for key in samples[0] if key.endswith("_auc") and key != "blind_auc"]
-    return {m: {s["doc_id"]: float(s[f"{m}_auc"][0]) for s in samples} for m in methods}
+    labels = {s["doc_id"]: int(s[f"{methods[0]}_auc"][1]) for s in samples}
+    return {m: {s["doc_id"]: float(s[f"{m}_auc"][0]) for s in samples} for m in methods}, labels
 
 
 def main() -> None:
@@ -28,15 +35,21 @@ def main() -> None:
     parser.add_argument("b", type=Path)
     parser.add_argument("--task", default="pdd_wikimia_32")
     args = parser.parse_args()
-    a, b = scores(args.a, args.task), scores(args.b, args.task)
-    print("| method | documents | largest abs difference |")
-    print("|---|---|---|")
+    (a, labels), (b, _) = scores(args.a, args.task), scores(args.b, args.task)
+    print("| method | documents | largest abs difference | Spearman | AUC (A) | AUC (B) | AUC change |")
+    print("|---|---|---|---|---|---|---|")
     for method in [m for m in a if m in b]:
         docs = sorted(a[method])
         if sorted(b[method]) != docs:
             raise SystemExit(f"{method}: the runs scored different documents")
-        diff = max(abs(a[method][d] - b[method][d]) for d in docs)
-        print(f"| {method} | {len(docs)} | {diff:.3g} |")
+        x, y = np.array([a[method][d] for d in docs]), np.array([b[method][d] for d in docs])
+        y_true = np.array([labels[d] for d in docs])
+        auc_a, auc_b = roc_auc(x, y_true), roc_auc(y, y_true)
+        rho = spearmanr(x, y).statistic
+        print(
+            f"| {method} | {len(docs)} | {np.abs(x - y).max():.3g} | {rho:.5f} | {auc_a:.4f} | {auc_b:.4f} | "
+            f"{auc_b - auc_a:+.4f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 vocabulary size.
 
     python benchmarks/memory_growth.py [--lengths 128 512 1024 2048 4096] [--vocab 49152 151936]
-        [--texts 8] [--tokens-per-batch 4096]
+        [--texts 8] [--tokens-per-batch 4096 | --batch-sizes 1 8] [--model default|<dir>]
 
 For each vocabulary size a random-weight GPT-2 (2 layers, width 64, 4,160 positions) is built with
 that output vocabulary and the default model's tokenizer: the output layer and its
@@ -16,7 +16,11 @@ tokens. Each (vocabulary, length, path) runs in a fresh process that loads the m
 
 and reports its peak resident memory (``ru_maxrss``), its peak after loading the model and answering
 the first text once (a warm-up), and the wall time of the answers after the warm-up. The batch holds ``tokens-per-batch // length``
-texts (at least 1), so every row of the table sends about as many tokens per forward pass.
+texts (at least 1), so every row of the table sends about as many tokens per forward pass; with
+``--batch-sizes`` every length runs at each of those batch sizes instead (the cost growth with batch
+size). With ``--model`` (``default``: the default model, or a model directory) that real model is
+measured instead of the random ones, so the time per token includes a real forward pass (the cost
+growth with length: attention grows with length, the rest does not).
 Prints a markdown table with pdd/stock ratios.
 """
 
@@ -79,6 +83,24 @@ def texts_of_length(model_dir: Path, length: int, count: int) -> list[str]:
     return texts
 
 
+def real_model(name: str) -> Path:
+    """The directory of ``--model``: ``default`` is the default model."""
+    from pdd_tasks.tools.default_model import ensure_default_model
+
+    return Path(ensure_default_model() if name == "default" else name)
+
+
+def models_to_measure(real: Path | None, vocabs: list[int], tmp: Path):
+    """``(vocab size, model directory)`` pairs: the real model, else one random model per vocab size."""
+    if real is not None:
+        from transformers import AutoConfig
+
+        yield AutoConfig.from_pretrained(real).vocab_size, real
+        return
+    for vocab in vocabs:
+        yield vocab, build_model(tmp / f"v{vocab}", vocab)
+
+
 def child(config: dict) -> dict:
     """One measurement in this process: load the model, answer the texts once on one path."""
     import torch
@@ -95,7 +117,7 @@ def child(config: dict) -> dict:
         device="cpu",
         batch_size=config["batch_size"],
         dtype="float32",
-        max_length=N_POSITIONS,
+        max_length=config["positions"],
     )
     kind = PerTokenRequest if config["path"] == "pdd" else Instance
     requests = [
@@ -131,14 +153,14 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, nargs="+", default=[49152, 151936])
     parser.add_argument("--texts", type=int, default=8)
     parser.add_argument("--tokens-per-batch", type=int, default=4096)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", help="batch sizes to run at every length")
+    parser.add_argument("--model", help="a real model instead of the random ones: 'default' or a directory")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
         return
-    if max(args.lengths) >= N_POSITIONS:
-        raise SystemExit(f"lengths must be below {N_POSITIONS} (the model's positions, start token included)")
 
     import torch
     import transformers
@@ -147,22 +169,38 @@ def main() -> None:
         f"Machine: {cpu_name()}, {args.threads} torch threads, torch {torch.__version__}, transformers "
         f"{transformers.__version__}, Python {platform.python_version()}"
     )
-    print(
-        f"Model: random GPT-2 (2 layers, width 64) with the default model's tokenizer; {args.texts} texts per "
-        f"row, float32, batch = {args.tokens_per_batch} // length texts; one fresh process per cell\n"
+    real = real_model(args.model) if args.model else None
+    if real is not None:
+        from transformers import AutoConfig
+
+        positions = AutoConfig.from_pretrained(real).max_position_embeddings
+        described = f"{real.name} (real weights)"
+    else:
+        positions = N_POSITIONS
+        described = "random GPT-2 (2 layers, width 64) with the default model's tokenizer"
+    if max(args.lengths) >= positions:
+        raise SystemExit(f"lengths must be below {positions} (the model's positions, start token included)")
+    batching = (
+        f"batch sizes {args.batch_sizes}" if args.batch_sizes else f"batch = {args.tokens_per_batch} // length texts"
     )
+    print(f"Model: {described}; {args.texts} texts per row, float32, {batching}; one fresh process per cell\n")
     print(
         "| vocab | length | batch | stock peak (GB) | pdd peak (GB) | pdd / stock peak | loaded (GB) | "
         "stock ms/token | pdd ms/token | pdd / stock time |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        for vocab in args.vocab:
-            model = build_model(Path(tmp) / f"v{vocab}", vocab)
-            for length in args.lengths:
+        for vocab, model in models_to_measure(real, args.vocab, Path(tmp)):
+            cells = [(n, b) for n in args.lengths for b in args.batch_sizes or [max(1, args.tokens_per_batch // n)]]
+            for length, batch in cells:
                 texts = texts_of_length(model, length, args.texts)
-                batch = max(1, args.tokens_per_batch // length)
-                config = {"model": str(model), "texts": texts, "batch_size": batch, "threads": args.threads}
+                config = {
+                    "model": str(model),
+                    "texts": texts,
+                    "batch_size": batch,
+                    "threads": args.threads,
+                    "positions": positions,
+                }
                 stock = measure({**config, "path": "stock"})
                 pdd = measure({**config, "path": "pdd"})
                 tokens = pdd["tokens"]
