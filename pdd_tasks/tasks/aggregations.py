@@ -47,6 +47,8 @@ _warned: set[tuple] = set()
 
 
 def _warn_once_per(key: tuple, message: str, *args) -> None:
+    """Log ``message`` at warning level once per ``key`` in this process (the harness aggregates each
+    metric, and the standard error's bootstrap calls the aggregation many times)."""
     if key not in _warned:
         _warned.add(key)
         logger.warning(message, *args)
@@ -99,14 +101,11 @@ def auc_stderr(items, iters: int) -> float:
 
 
 def _warn_if_unresolved(labels, max_fpr: float) -> None:
-    _warn_unresolved_fpr_once(len(labels) - int(np.sum(labels)), max_fpr)
-
-
-@functools.lru_cache(maxsize=64)
-def _warn_unresolved_fpr_once(n_non_members: int, max_fpr: float) -> None:
     """Say (once per budget and size) where the FPR budget is below what the non-members resolve."""
+    n_non_members = len(labels) - int(np.sum(labels))
     if n_non_members and smallest_fpr_step(n_non_members) >= max_fpr:
-        logger.warning(
+        _warn_once_per(
+            ("tpr", n_non_members, max_fpr),
             "TPR@FPR<%g%%: with %d non-members the smallest non-zero FPR is 1/%d = %.2g%%, so no false "
             "positive fits the budget: the value is the TPR at FPR 0, not a %g%% operating point "
             "(more than %d non-members are needed).",
