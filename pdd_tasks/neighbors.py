@@ -140,9 +140,11 @@ def load_masked_lm(name: str, device: str):
     ``device``, float32; loaded once per process. A failure is a :class:`MaskedLMError` naming the fix."""
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
+    local = Path(name).expanduser()
+    source = str(local) if local.exists() else name  # "~/models/roberta-base" in --metadata
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name)
-        model = AutoModelForMaskedLM.from_pretrained(name)
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForMaskedLM.from_pretrained(source)
     except Exception as error:  # OSError (not found, offline), ValueError (not a masked LM), ...
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         where = (
