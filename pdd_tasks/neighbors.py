@@ -138,13 +138,14 @@ def _text_seed(seed: int, text: str) -> int:
 def load_masked_lm(name: str, device: str):
     """The masked LM ``name`` (hub id or local directory) and its fast tokenizer, in eval mode on
     ``device``, float32; loaded once per process. A failure is a :class:`MaskedLMError` naming the fix."""
+    import torch
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     local = Path(name).expanduser()
     source = str(local) if local.exists() else name  # "~/models/roberta-base" in --metadata
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModelForMaskedLM.from_pretrained(source)
+        model = AutoModelForMaskedLM.from_pretrained(source, dtype=torch.float32)
     except Exception as error:  # OSError (not found, offline), ValueError (not a masked LM), ...
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         where = (
@@ -306,7 +307,8 @@ class NeighborGenerator:
         rows = torch.arange(len(positions), device=positions.device)
 
         def keep_positions(module, args, output):
-            output.last_hidden_state = output.last_hidden_state[rows, positions].unsqueeze(1)
+            if getattr(output, "last_hidden_state", None) is not None:  # else all logits, gathered below
+                output.last_hidden_state = output.last_hidden_state[rows, positions].unsqueeze(1)
             return output
 
         handle = None

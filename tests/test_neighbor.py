@@ -243,3 +243,12 @@ def test_lm_eval_run_scores_loss_minus_the_neighbours_mean(tiny_model, tiny_tabl
             [mean_logprob(model, tokenizer, n) for n in neighbours]
         )
         assert sample["neighbor_auc"][0] == pytest.approx(expected, abs=1e-5)
+
+
+def test_lm_eval_run_with_a_masked_lm_that_is_not_there_stops_with_the_fix(tiny_model, tiny_table, tmp_path):
+    metadata = {"freq_table": str(tiny_table), "neighbor_model": str(tmp_path / "no-such-mlm")}
+    args = harness_args(cpu_float32(tiny_model), "pdd_wikimia_32", tmp_path / "out", metadata=metadata, limit=2)
+    process = run_lm_eval(args, cwd=tmp_path, check=False)
+    assert process.returncode != 0
+    assert "MaskedLMError: metadata neighbor_model=" in process.stderr and "local directory" in process.stderr
+    assert "Traceback" not in process.stderr, process.stderr[-3000:]
