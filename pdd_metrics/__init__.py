@@ -23,6 +23,7 @@ from .methods import (
     min_k_score,
     zlib_score,
 )
+from .neighbor import neighbor_score
 from .reference import count_token_ids, log_reference_frequencies
 from .topk import approximate_mu_sigma
 
@@ -49,6 +50,7 @@ __all__ = [
     "lowest_k_count",
     "min_k_plus_plus_score",
     "min_k_score",
+    "neighbor_score",
     "roc_auc",
     "tpr_at_fpr",
     "validate_scores_and_labels",

@@ -31,6 +31,7 @@ from pdd_metrics import (
     lowercase_score,
     min_k_plus_plus_score,
     min_k_score,
+    neighbor_score,
     zlib_score,
 )
 from pdd_tasks.errors import UserError
@@ -251,6 +252,81 @@ def _dcpdd(ablation: str | None):
 
 _DCPDD_NEEDS = frozenset({"logprobs", "token_ids", "reference_frequencies"})
 
+
+# -- Neighbor (Mattern et al. 2023): neighbours from a masked LM ---------------------------------
+
+
+def _model_name(name: str, value: Any) -> str | None:
+    """A model's Hugging Face Hub id or local directory, or null / "" for none."""
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str):
+        raise ValueError(
+            f"metadata {name}={value!r}: expected a masked LM's hub id or local directory, e.g. roberta-base."
+        )
+    return value
+
+
+def _neighbor_words(name: str, value: Any) -> int:
+    from pdd_tasks.neighbors import MAX_WORDS
+
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_WORDS:
+        raise ValueError(f"metadata {name}={value!r}: expected a whole number from 1 to {MAX_WORDS}.")
+    return value
+
+
+def _seed(name: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"metadata {name}={value!r}: expected a whole number >= 0, e.g. 0.")
+    return value
+
+
+NEIGHBOR_SETTINGS = (
+    Setting(
+        "neighbor_model",
+        None,
+        _model_name,
+        "the masked LM that makes the Neighbor attack's neighbours (hub id or local directory; the paper uses "
+        "BERT, mimir RoBERTa too); naming one turns the Neighbor method on (neighbor_count + 1 forward passes "
+        "of the target model per text).",
+    ),
+    Setting(
+        "neighbor_count",
+        25,
+        whole_number,
+        "neighbours per text for the Neighbor attack (25, as mimir's and the Min-K%++ paper's comparison; "
+        "Mattern et al. vary it up to 100, more is better and costlier).",
+    ),
+    Setting(
+        "neighbor_words",
+        1,
+        _neighbor_words,
+        "words replaced per neighbour for the Neighbor attack (the paper's neighbours replace one word).",
+    ),
+    Setting("neighbor_seed", 0, _seed, "seed of the masked LM's embedding dropout for the Neighbor attack."),
+)
+
+
+def _neighbor_generator(task, settings):
+    import torch
+
+    from pdd_tasks.neighbors import NeighborGenerator
+
+    return NeighborGenerator(
+        name=settings.neighbor_model,
+        count=settings.neighbor_count,
+        words=settings.neighbor_words,
+        seed=settings.neighbor_seed,
+        device="cuda" if torch.cuda.is_available() else "cpu",
+    )
+
+
+def _neighbor_label(settings) -> str:
+    words = f", {settings.neighbor_words} words" if settings.neighbor_words != 1 else ""
+    model = str(settings.neighbor_model or "").rstrip("/").split("/")[-1]
+    return f"Neighbor (n={settings.neighbor_count}{words}, {model})"
+
+
 METHODS: dict[str, Method] = {
     method.name: method
     for method in (
@@ -321,6 +397,17 @@ METHODS: dict[str, Method] = {
             citation="Zhang et al., EMNLP 2024, Sec. 5 (cap a, every token)",
             settings=(DCPDD_A, FREQ_TABLE, DCPDD_ABLATION_SETTING),
             enabled=lambda settings: settings.dcpdd_ablations,
+        ),
+        Method(
+            name="neighbor",
+            score=lambda inputs, settings: neighbor_score(inputs.logprobs, inputs.extra_logprobs["neighbor"]),
+            label=_neighbor_label,
+            needs=frozenset({"logprobs", "extra_requests"}),
+            citation="Mattern et al., ACL Findings 2023, Sec. 3: mean log p(x) - mean over neighbours",
+            settings=NEIGHBOR_SETTINGS,
+            extra_requests=lambda text, settings, prepared: [("", n) for n in prepared.neighbors(text)],
+            prepare=_neighbor_generator,
+            enabled=lambda settings: settings.neighbor_model is not None,
         ),
     )
 }
