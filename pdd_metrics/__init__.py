@@ -23,6 +23,7 @@ from .methods import (
     min_k_score,
     zlib_score,
 )
+from .recall import con_recall_score, recall_score
 from .reference import count_token_ids, log_reference_frequencies
 from .topk import approximate_mu_sigma
 
@@ -41,6 +42,7 @@ __all__ = [
     "flag_members",
     "suspect_vs_reference_test",
     "approximate_mu_sigma",
+    "con_recall_score",
     "count_token_ids",
     "dcpdd_score",
     "log_reference_frequencies",
@@ -49,6 +51,7 @@ __all__ = [
     "lowest_k_count",
     "min_k_plus_plus_score",
     "min_k_score",
+    "recall_score",
     "roc_auc",
     "tpr_at_fpr",
     "validate_scores_and_labels",
