@@ -183,10 +183,10 @@ CON_RECALL_GAMMA = Setting(
 )
 
 
-def _prefixed(inputs: TextInputs, method: str, index: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(log p after the prefix, log p without it) of the same tokens; with ``truncate: true`` a prefix
-    can leave room for fewer of them, and both are then cut to those the prefixed request scored."""
-    prefixed = inputs.extra_logprobs[method][index]
+def _prefixed(inputs: TextInputs, method: str) -> tuple[np.ndarray, np.ndarray]:
+    """(log p after the method's prefix, log p without it) of the same tokens; with ``truncate: true``
+    a prefix can leave room for fewer of them, and both are then cut to those the prefixed request scored."""
+    prefixed = inputs.extra_logprobs[method][0]
     return prefixed, inputs.logprobs[: prefixed.size]
 
 

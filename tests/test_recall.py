@@ -74,6 +74,27 @@ def test_off_by_default_and_labels():
     assert METHODS["recall"].prepare is METHODS["con_recall"].prepare  # one draw for both
 
 
+def test_a_prefixed_request_cut_shorter_compares_the_same_first_tokens():
+    """With ``truncate: true`` a prefixed request may keep fewer tokens than the text alone; both
+    scores then use the tokens every request scored."""
+    from pdd_tasks.registry import TextInputs, score_text
+
+    plain = np.array([-1.0, -2.0, -3.0])
+    inputs = TextInputs(
+        text="x",
+        logprobs=plain,
+        token_ids=np.arange(3),
+        mu=plain,
+        sigma=np.ones(3),
+        log_reference_freq=np.full(3, -5.0),
+        extra_logprobs={"recall": [np.array([-2.0, -4.0])], "con_recall": [np.array([-1.0])]},
+    )
+    settings = ScoringSettings.from_metadata({"recall_shots": 1, "con_recall": True, "lowercase": False})
+    scores = score_text(inputs, settings)
+    assert scores["recall"] == pytest.approx(-3.0 / -1.5)
+    assert scores["con_recall"] == pytest.approx((-2.0 - 0.5 * -1.0) / -1.0)
+
+
 @pytest.mark.parametrize(
     "metadata, message",
     [
