@@ -235,6 +235,15 @@ def test_held_out_documents_are_not_scored_and_are_listed(custom_run):
     assert sorted(scored) == sorted(row["text"] for i, row in enumerate(rows) if i not in held)
 
 
+def test_the_table_shows_the_methods_and_the_held_out_count(custom_run):
+    from pdd_tasks.tools.report import method_table
+
+    table = method_table(read_results(custom_run["out"]))
+    assert f"| ReCaLL ({SHOTS} shots) |" in table and f"| Con-ReCall (gamma=0.5, {SHOTS} shots) |" in table
+    scored = len(custom_run["rows"]) - 2 * SHOTS
+    assert f"pdd_custom: {scored} texts ({2 * SHOTS} more held out as ReCaLL prefix texts)" in table
+
+
 def test_scores_equal_a_direct_transformers_computation(custom_run, tiny_model):
     model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32).eval()
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
