@@ -151,8 +151,8 @@ def prefixes_for(split, settings, task: str) -> Prefixes:
             if available <= shots:
                 raise PrefixError(
                     f"{task}: recall_shots={shots} would hold out {shots} of the {available} documents with label "
-                    f"{label}, leaving {'none' if available <= shots else available - shots} to score. Lower "
-                    f"recall_shots, or name a file of known texts with recall_prefix_file."
+                    f"{label}, leaving none to score. Lower recall_shots, or name a file of known texts with "
+                    f"recall_prefix_file."
                 )
             chosen[kind] = [(i, texts[i]) for i in draw_documents(labels, label, shots, settings.recall_seed)]
         source = {"source": "held-out benchmark documents", "seed": settings.recall_seed}
