@@ -245,6 +245,10 @@ def test_the_table_shows_the_methods_and_the_held_out_count(custom_run):
 
 
 def test_scores_equal_a_direct_transformers_computation(custom_run, tiny_model):
+    """Each score from the log-likelihoods as the authors' code computes them (``-loss`` of a forward
+    pass; the prefix, ``"".join`` of its texts, masked with -100 as in their ``get_conditional_ll``;
+    the ratio ranked as is), on this project's tokens: the text after <|endoftext|>, alone and after
+    <|endoftext|> + the prefix (docs/methods.md says how the authors' token choice differs)."""
     model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32).eval()
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     rows = custom_run["rows"]
