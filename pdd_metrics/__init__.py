@@ -24,6 +24,7 @@ from .methods import (
     zlib_score,
 )
 from .neighbor import neighbor_score
+from .recall import con_recall_score, recall_score
 from .reference import count_token_ids, log_reference_frequencies
 from .topk import approximate_mu_sigma
 
@@ -42,6 +43,7 @@ __all__ = [
     "flag_members",
     "suspect_vs_reference_test",
     "approximate_mu_sigma",
+    "con_recall_score",
     "count_token_ids",
     "dcpdd_score",
     "log_reference_frequencies",
@@ -51,6 +53,7 @@ __all__ = [
     "min_k_plus_plus_score",
     "min_k_score",
     "neighbor_score",
+    "recall_score",
     "roc_auc",
     "tpr_at_fpr",
     "validate_scores_and_labels",

@@ -34,7 +34,9 @@ from pdd_metrics import (
     neighbor_score,
     zlib_score,
 )
+from pdd_metrics.recall import con_recall_score, recall_score
 from pdd_tasks.errors import UserError
+from pdd_tasks.recall_prefixes import prepare_prefixes
 
 
 logger = logging.getLogger(__name__)
@@ -138,6 +140,67 @@ DCPDD_ABLATION_SETTING = Setting(
 LOWERCASE = Setting(
     "lowercase", True, flag, "score the lowercased text too (one more forward pass per text) for Lowercase."
 )
+
+# -- ReCaLL and Con-ReCall (pdd_tasks.recall_prefixes) --
+
+
+def whole_number_or_zero(name: str, value: Any) -> int:
+    """A whole number >= 0."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"metadata {name}={value!r}: expected a whole number >= 0.")
+    return value
+
+
+RECALL_SHOTS = Setting(
+    "recall_shots",
+    0,
+    whole_number_or_zero,
+    "ReCaLL: how many known non-member texts make its prefix (Con-ReCall: also how many member texts); "
+    "0 = ReCaLL off. The authors' code defaults to 12 and runs 7 in its README; fast-mia uses 10.",
+    hint="(e.g. 7)",
+)
+RECALL_PREFIX_FILE = Setting(
+    "recall_prefix_file",
+    None,
+    optional_path,
+    "ReCaLL/Con-ReCall: a file of known texts for the prefixes (field text; label 0 = non-member, "
+    "1 = member; no label field: all non-members); default: documents held out of the benchmark itself.",
+)
+RECALL_SEED = Setting(
+    "recall_seed", 0, whole_number_or_zero, "ReCaLL/Con-ReCall: the seed of the draw of held-out prefix documents."
+)
+CON_RECALL = Setting(
+    "con_recall",
+    False,
+    flag,
+    "Con-ReCall too: a prefix of recall_shots known members as well (one more forward pass per text).",
+)
+CON_RECALL_GAMMA = Setting(
+    "con_recall_gamma",
+    0.5,
+    positive_number,
+    "gamma of Con-ReCall, the weight of the member prefix (the authors report 0.1 to 1.0; fast-mia 0.5).",
+    hint="(e.g. 0.5)",
+)
+
+
+def _prefixed(inputs: TextInputs, method: str) -> tuple[np.ndarray, np.ndarray]:
+    """(log p after the method's prefix, log p without it) of the same tokens; with ``truncate: true``
+    a prefix can leave room for fewer of them, and both are then cut to those the prefixed request scored."""
+    prefixed = inputs.extra_logprobs[method][0]
+    return prefixed, inputs.logprobs[: prefixed.size]
+
+
+def _recall(inputs: TextInputs, settings) -> float:
+    return recall_score(*_prefixed(inputs, "recall"))
+
+
+def _con_recall(inputs: TextInputs, settings) -> float:
+    nonmember, plain = _prefixed(inputs, "recall")  # Con-ReCall shares ReCaLL's non-member request
+    member = inputs.extra_logprobs["con_recall"][0]
+    n = min(nonmember.size, member.size)
+    return con_recall_score(nonmember[:n], member[:n], plain[:n], gamma=settings.con_recall_gamma)
+
 
 #: Settings of the scoring path itself, not of one method.
 GENERAL_SETTINGS = (
@@ -409,6 +472,28 @@ METHODS: dict[str, Method] = {
             prepare=_neighbor_generator,
             enabled=lambda settings: settings.neighbor_model is not None,
         ),
+        Method(
+            name="recall",
+            score=_recall,
+            label=lambda settings: f"ReCaLL ({settings.recall_shots} shots)",
+            needs=frozenset({"logprobs", "extra_requests"}),
+            citation="Xie et al., EMNLP 2024, Sec. 3: LL(x | P) / LL(x)",
+            settings=(RECALL_SHOTS, RECALL_PREFIX_FILE, RECALL_SEED),
+            extra_requests=lambda text, settings, prefixes: [(prefixes.nonmember, text)],
+            prepare=prepare_prefixes,
+            enabled=lambda settings: settings.recall_shots > 0,
+        ),
+        Method(
+            name="con_recall",
+            score=_con_recall,
+            label=lambda settings: f"Con-ReCall (gamma={settings.con_recall_gamma:g}, {settings.recall_shots} shots)",
+            needs=frozenset({"logprobs", "extra_requests"}),
+            citation="Wang et al., COLING 2025, Sec. 3: (LL(x | P_nm) - gamma LL(x | P_m)) / LL(x)",
+            settings=(RECALL_SHOTS, RECALL_PREFIX_FILE, RECALL_SEED, CON_RECALL, CON_RECALL_GAMMA),
+            extra_requests=lambda text, settings, prefixes: [(prefixes.member, text)],
+            prepare=prepare_prefixes,
+            enabled=lambda settings: settings.con_recall,
+        ),
     )
 }
 
@@ -485,7 +570,9 @@ DEFAULT_METHODS: tuple[str, ...] = ScoringSettings().methods
 
 #: Keys that lm_eval (``version``, ``config_source``) and the pdd tasks (what was used, for the
 #: results JSON) put in a task's metadata themselves.
-RECORDED_KEYS = frozenset({"version", "config_source", "_metadata", "token_scores", "freq_table_used"})
+RECORDED_KEYS = frozenset(
+    {"version", "config_source", "_metadata", "token_scores", "freq_table_used", "recall_prefixes"}
+)
 
 _MODEL_CLASSES = (
     ("lm_eval.models.huggingface", "HFLM"),

@@ -153,8 +153,23 @@ class MembershipInferenceTask(ConfigurableTask):
         """Load the split from where metadata ``data_source`` says (``hub`` by default, ``package``
         for WikiMIA's shipped copy, or a local file or directory); see
         :class:`pdd_tasks.loading.benchmark_data.DataSpec`."""
-        split = load_benchmark(DataSpec.from_task_config(self.config))
+        self.set_split(load_benchmark(DataSpec.from_task_config(self.config)))
+
+    def set_split(self, split) -> None:
+        """Make ``split`` the evaluated split, less the documents that a method in effect holds out
+        for itself: a prepared result with ``held_out`` (indices into ``split``; ReCaLL's prefix
+        texts, which must never be scored) loses them here, before the harness builds requests (and
+        before ``--limit``); its ``recorded()`` entries go to the results JSON (task metadata)."""
         self.dataset = {self.config.test_split: split}
+        held_out: set[int] = set()
+        for result in {id(result): result for result in self.prepared().values()}.values():
+            held_out |= set(getattr(result, "held_out", ()))
+            if hasattr(result, "recorded"):
+                self.config.metadata.update(result.recorded())
+        if held_out:
+            kept = [index for index in range(len(split)) if index not in held_out]
+            self.dataset = {self.config.test_split: split.select(kept)}
+            logger.info("%s: %d document(s) held out of the scored split", self.config.task, len(held_out))
 
     # -- requests --------------------------------------------------------------------------------
 
@@ -185,13 +200,16 @@ class MembershipInferenceTask(ConfigurableTask):
 
     def prepared(self) -> dict:
         """Method name -> what its ``prepare`` hook returned for this run (once, after the data is
-        loaded); see :attr:`pdd_tasks.registry.Method.prepare`."""
+        loaded; methods that share a hook share one call); see :attr:`pdd_tasks.registry.Method.prepare`."""
         if self._prepared is None:
-            self._prepared = {
-                name: METHODS[name].prepare(self, self.settings)
-                for name in self.settings.methods
-                if METHODS[name].prepare is not None
-            }
+            results: dict = {}  # methods that share a prepare function share its result (one call)
+            self._prepared = {}
+            for name in self.settings.methods:
+                prepare = METHODS[name].prepare
+                if prepare is not None:
+                    if prepare not in results:
+                        results[prepare] = prepare(self, self.settings)
+                    self._prepared[name] = results[prepare]
         return self._prepared
 
     # -- scoring ---------------------------------------------------------------------------------

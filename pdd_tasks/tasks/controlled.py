@@ -46,4 +46,4 @@ class ControlledMembershipTask(MembershipInferenceTask):
                 f"pdd_controlled: its labels say which texts {tuned} was fine-tuned on, but the model is "
                 f"{pretrained}. Run it with --model_args pretrained={tuned}."
             )
-        self.dataset = {self.config.test_split: normalise_rows(read_jsonl(data), str(data), "text", "label")}
+        self.set_split(normalise_rows(read_jsonl(data), str(data), "text", "label"))

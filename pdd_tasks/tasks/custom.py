@@ -221,7 +221,7 @@ class CustomMembershipTask(MembershipInferenceTask):
         return aggregations.contamination_aggregations(self.custom.target_fpr)
 
     def download(self, dataset_kwargs=None, **kwargs) -> None:
-        self.dataset = {self.config.test_split: self.custom.dataset}
+        self.set_split(self.custom.dataset)
 
     def process_results(self, doc: dict, results: list) -> dict:
         if self.custom.labelled:

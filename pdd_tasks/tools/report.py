@@ -197,12 +197,18 @@ def method_table(results: dict, metrics: tuple[str, ...] = ("auc", "tpr@fpr<5%")
     if missing:
         notes.append(f"n/a: not in the results: {', '.join(missing)}.")
     sizes = ", ".join(
-        f"{task}: {results['n-samples'][task]['effective']} texts"
+        f"{task}: {results['n-samples'][task]['effective']} texts{_held_out(results, task)}"
         for task in tasks
         if task in results.get("n-samples", {})
     )
     footer = "\n\n".join(notes + ([sizes] if sizes else []))
     return "\n".join(lines) + (f"\n\n{footer}" if footer else "")
+
+
+def _held_out(results: dict, task: str) -> str:
+    """How many documents a run held out of the scored set as ReCaLL prefix texts, if any."""
+    record = (results.get("configs", {}).get(task, {}).get("metadata") or {}).get("recall_prefixes")
+    return f" ({record['held_out']['count']} more held out as ReCaLL prefix texts)" if record else ""
 
 
 def print_method_table(path: Path) -> str:
