@@ -78,6 +78,21 @@ def flag(name: str, value: Any) -> bool:
     return value
 
 
+#: The values of the ``convention`` setting.
+CONVENTIONS = ("paper", "reference-code")
+
+
+def convention(name: str, value: Any) -> str:
+    """One of :data:`CONVENTIONS`: which tokens of a text are scored (docs/methods.md, "Start token")."""
+    if value not in CONVENTIONS:
+        raise ValueError(
+            f'metadata {name}={value!r}: expected one of {", ".join(map(repr, CONVENTIONS))}: "paper" scores every '
+            f'token of the text after the model\'s start token; "reference-code" scores tokenizer.encode(text) '
+            f"without its first token, as the Min-K%++ and DC-PDD scripts do."
+        )
+    return value
+
+
 def optional_path(name: str, value: Any) -> str | None:
     """A file path, or null / "" for the default."""
     if value in (None, ""):
@@ -161,6 +176,16 @@ GENERAL_SETTINGS = (
         flag,
         "--model vllm only: ask for the full next-token distribution (prompt_logprobs=-1; needs "
         "max_logprobs=-1 in --model_args) so that Min-K%++'s mu/sigma are exact.",
+    ),
+    Setting(
+        "convention",
+        "paper",
+        convention,
+        'which tokens of a text are scored: "paper" (default): every token of the text, after the model\'s '
+        'start token (DC-PDD Eq. 2); "reference-code": tokenizer.encode(text) with the tokenizer\'s default '
+        "special tokens, all but its first token, as the Min-K%++ and DC-PDD scripts score (for tokenizers "
+        'without BOS the first text token is not scored). docs/methods.md, "Start token: the two conventions".',
+        hint='(e.g. --metadata \'{"convention": "reference-code"}\')',
     ),
 )
 
