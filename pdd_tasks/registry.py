@@ -246,7 +246,9 @@ class Method:
         extra_requests: ``extra_requests(text, settings, prepared)`` -> ``(context, continuation)``
             pairs to score, one request each on every backend: context ``""`` scores the
             continuation after the start token, as the text itself; a non-empty context is encoded
-            after the start token and the continuation's tokens are those it has on its own. Their
+            after the start token and the continuation's tokens are those it has on its own (under
+            ``convention: "reference-code"``, as the reference scripts encode them:
+            :func:`pdd_tasks.backends.base.split_after_start_token`). Their
             log-probs reach ``score`` as ``inputs.extra_logprobs[name]``. ``prepared`` is what
             ``prepare`` returned (None without it).
         prepare: ``prepare(task, settings)`` -> anything the method needs once per run (prefix

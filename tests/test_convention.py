@@ -432,3 +432,37 @@ def test_cached_answers_keep_their_convention():
     scores = TokenScores(-1.0, False, [1], [-1.0], [-1.0], [0.5], info, 0, "reference-code")
     assert pickle.loads(pickle.dumps(scores)).convention == "reference-code"
     assert json.loads(json.dumps(list(scores))) == [-1.0, False]
+
+
+def test_local_completions_server_scores_the_default_encoding(tmp_path):
+    """A real completions server on 127.0.0.1 (lm-eval-pdd's llama.cpp front on the default model's
+    GGUF, Q4_1) under "reference-code": one prompt per text (text and lowercased copy) plus the
+    probe, and each document's Loss is the scripts' Loss on the same weights in float32 (within the
+    quantization tolerance of test_completions_server.py), not the default convention's."""
+    from completions_support import completions_model_args, correct_server, default_model, server_stats
+    from test_completions_server import TOLERANCES
+
+    model_dir, limit = default_model(), 4
+    with correct_server() as url:
+        before = server_stats(url)
+        out = tmp_path / "api"
+        metadata = {"convention": "reference-code"}
+        args = harness_args(
+            completions_model_args(url, model_dir), TASK, out, model="local-completions", limit=limit, metadata=metadata
+        )
+        run_lm_eval(args, cwd=tmp_path)
+        assert server_stats(url)["prompts"] - before["prompts"] == 2 * limit + 1
+    assert read_results(out)["configs"][TASK]["metadata"]["convention"] == "reference-code"
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    to_script, to_paper = [], []
+    for sample in read_samples(out, TASK):
+        text, got = sample["doc"]["text"], sample["loss_auc"][0]
+        _, script_lp, _, _ = script_token_values(model, tokenizer, text)
+        ids = [tokenizer.bos_token_id] + tokenizer(text, add_special_tokens=False).input_ids
+        with torch.no_grad():  # the default convention: every text token after the start token
+            rows = torch.log_softmax(model(torch.tensor([ids])).logits[0, :-1].double(), -1)
+        to_paper.append(abs(got - rows[torch.arange(len(ids) - 1), torch.tensor(ids[1:])].mean().item()))
+        to_script.append(abs(got - float(script_lp.mean())))
+    # Q4_1 noise: mean 0.012, max 0.054 per document; the conventions differ by 0.02-0.17 on these texts.
+    assert max(to_script) <= TOLERANCES["loss"][0] and np.mean(to_script) < np.mean(to_paper) / 2, (to_script, to_paper)

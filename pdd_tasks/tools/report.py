@@ -157,7 +157,8 @@ def method_table(results: dict, metrics: tuple[str, ...] = ("auc", "tpr@fpr<5%")
     The blind baseline is the first row where the run has it. Values are ``value ± stderr`` where
     the results hold a numeric stderr. A method a task did not score is ``n/a``, explained under
     the table: Lowercase for a task run with ``lowercase: false`` (not applicable to Chinese, which
-    has no letter case), anything else as missing from the results.
+    has no letter case), anything else as missing from the results. A task run with
+    ``convention: "reference-code"`` is named under the table (its scores are of other tokens).
     """
     tasks = pdd_tasks_of(results)
     if not tasks:
