@@ -20,6 +20,13 @@ from .methods import _float_array, _same_length
 __all__ = ["con_recall_score", "recall_score"]
 
 
+def _check_prefixed(prefixed: np.ndarray, name: str, plain: np.ndarray) -> None:
+    """The prefixed request scores the text's n tokens, or n + 1 where it also scores the text's
+    first id (the authors' scripts do; the ``reference-code`` convention reproduces them)."""
+    if prefixed.size != plain.size + 1:
+        _same_length(prefixed, name, plain, "token_logprobs")
+
+
 def _mean_ll(token_logprobs: np.ndarray, name: str) -> float:
     return float(np.mean(_float_array(token_logprobs, name)))
 
@@ -44,8 +51,10 @@ def recall_score(prefixed_token_logprobs: np.ndarray, token_logprobs: np.ndarray
     negative numbers is larger: higher = more likely a member, as the authors rank it.
 
     Args:
-        prefixed_token_logprobs: shape (n,), log p_i of the text's n tokens after the prefix P.
-        token_logprobs: shape (n,), log p_i of the same tokens without the prefix.
+        prefixed_token_logprobs: shape (n,), log p_i of the text's n tokens after the prefix P; or
+            (n + 1,) with the text's first id scored too, as the authors' scripts (after a prefix
+            they score every id of ``tokenizer(text)``, without one all but the first).
+        token_logprobs: shape (n,), log p_i of the text's tokens without the prefix.
 
     >>> recall_score(np.array([-3.0, -1.0]), np.array([-1.0, -1.0]))  # -2 / -1
     2.0
@@ -53,7 +62,7 @@ def recall_score(prefixed_token_logprobs: np.ndarray, token_logprobs: np.ndarray
     0.5
     """
     prefixed = _float_array(prefixed_token_logprobs, "prefixed_token_logprobs")
-    _same_length(prefixed, "prefixed_token_logprobs", _float_array(token_logprobs, "token_logprobs"), "token_logprobs")
+    _check_prefixed(prefixed, "prefixed_token_logprobs", _float_array(token_logprobs, "token_logprobs"))
     return float(np.mean(prefixed)) / _unconditional(token_logprobs)
 
 
@@ -72,8 +81,9 @@ def con_recall_score(
     is by the authors' code: higher = more likely a member.
 
     Args:
-        nonmember_prefixed_token_logprobs: shape (n,), log p_i of the text's tokens after P_non-member.
-        member_prefixed_token_logprobs: shape (n,), the same after P_member.
+        nonmember_prefixed_token_logprobs: shape (n,), log p_i of the text's tokens after P_non-member
+            (or (n + 1,), as in :func:`recall_score`).
+        member_prefixed_token_logprobs: the same after P_member.
         token_logprobs: shape (n,), the same without a prefix.
         gamma: the weight of the member prefix, a number >= 0.
 
@@ -87,6 +97,6 @@ def con_recall_score(
     nonmember = _float_array(nonmember_prefixed_token_logprobs, "nonmember_prefixed_token_logprobs")
     member = _float_array(member_prefixed_token_logprobs, "member_prefixed_token_logprobs")
     plain = _float_array(token_logprobs, "token_logprobs")
-    _same_length(nonmember, "nonmember_prefixed_token_logprobs", plain, "token_logprobs")
-    _same_length(member, "member_prefixed_token_logprobs", plain, "token_logprobs")
+    _check_prefixed(nonmember, "nonmember_prefixed_token_logprobs", plain)
+    _check_prefixed(member, "member_prefixed_token_logprobs", plain)
     return (float(np.mean(nonmember)) - float(gamma) * float(np.mean(member))) / _unconditional(token_logprobs)

@@ -81,6 +81,21 @@ def flag(name: str, value: Any) -> bool:
     return value
 
 
+#: The values of the ``convention`` setting.
+CONVENTIONS = ("paper", "reference-code")
+
+
+def convention(name: str, value: Any) -> str:
+    """One of :data:`CONVENTIONS`: which tokens of a text are scored (docs/methods.md, "Start token")."""
+    if value not in CONVENTIONS:
+        raise ValueError(
+            f'metadata {name}={value!r}: expected one of {", ".join(map(repr, CONVENTIONS))}: "paper" scores every '
+            f'token of the text after the model\'s start token; "reference-code" scores tokenizer.encode(text) '
+            f"without its first token, as the Min-K%++ and DC-PDD scripts do."
+        )
+    return value
+
+
 def optional_path(name: str, value: Any) -> str | None:
     """A file path, or null / "" for the default."""
     if value in (None, ""):
@@ -186,8 +201,12 @@ CON_RECALL_GAMMA = Setting(
 
 def _prefixed(inputs: TextInputs, method: str) -> tuple[np.ndarray, np.ndarray]:
     """(log p after the method's prefix, log p without it) of the same tokens; with ``truncate: true``
-    a prefix can leave room for fewer of them, and both are then cut to those the prefixed request scored."""
+    a prefix can leave room for fewer of them, and both are then cut to those the prefixed request scored.
+    Under ``convention: reference-code`` the prefixed request scores the text's first id too (one
+    more value, first), as the authors' scripts: both are passed whole."""
     prefixed = inputs.extra_logprobs[method][0]
+    if prefixed.size == inputs.logprobs.size + 1:
+        return prefixed, inputs.logprobs
     return prefixed, inputs.logprobs[: prefixed.size]
 
 
@@ -199,7 +218,7 @@ def _con_recall(inputs: TextInputs, settings) -> float:
     nonmember, plain = _prefixed(inputs, "recall")  # Con-ReCall shares ReCaLL's non-member request
     member = inputs.extra_logprobs["con_recall"][0]
     n = min(nonmember.size, member.size)
-    return con_recall_score(nonmember[:n], member[:n], plain[:n], gamma=settings.con_recall_gamma)
+    return con_recall_score(nonmember[:n], member[:n], plain[: min(n, plain.size)], gamma=settings.con_recall_gamma)
 
 
 #: Settings of the scoring path itself, not of one method.
@@ -225,6 +244,16 @@ GENERAL_SETTINGS = (
         flag,
         "--model vllm only: ask for the full next-token distribution (prompt_logprobs=-1; needs "
         "max_logprobs=-1 in --model_args) so that Min-K%++'s mu/sigma are exact.",
+    ),
+    Setting(
+        "convention",
+        "paper",
+        convention,
+        'which tokens of a text are scored: "paper" (default): every token of the text, after the model\'s '
+        'start token (DC-PDD Eq. 2); "reference-code": tokenizer.encode(text) with the tokenizer\'s default '
+        "special tokens, all but its first token, as the Min-K%++ and DC-PDD scripts score (for tokenizers "
+        'without BOS the first text token is not scored). docs/methods.md, "Start token: the two conventions".',
+        hint='(e.g. --metadata \'{"convention": "reference-code"}\')',
     ),
 )
 
@@ -285,7 +314,9 @@ class Method:
         extra_requests: ``extra_requests(text, settings, prepared)`` -> ``(context, continuation)``
             pairs to score, one request each on every backend: context ``""`` scores the
             continuation after the start token, as the text itself; a non-empty context is encoded
-            after the start token and the continuation's tokens are those it has on its own. Their
+            after the start token and the continuation's tokens are those it has on its own (under
+            ``convention: "reference-code"``, as the reference scripts encode them:
+            :func:`pdd_tasks.backends.base.split_after_start_token`). Their
             log-probs reach ``score`` as ``inputs.extra_logprobs[name]``. ``prepared`` is what
             ``prepare`` returned (None without it).
         prepare: ``prepare(task, settings)`` -> anything the method needs once per run (prefix

@@ -47,14 +47,26 @@ def test_con_recall_by_hand_and_its_gamma_zero_is_recall():
     assert con_recall_score(nonmember, member, plain, gamma=0) == recall_score(nonmember, plain)
 
 
+def test_the_scripts_extra_first_token_after_a_prefix_enters_the_mean():
+    """Under convention reference-code the prefixed request also scores the text's first id (n + 1
+    values), as the authors' scripts; each LL is the mean of what its request scored."""
+    assert recall_score(np.array([-3.0, -1.0, -2.0]), np.array([-1.0, -1.0])) == pytest.approx(2.0)  # -2 / -1
+    nonmember, member = np.array([-3.0, -1.0, -2.0]), np.array([-1.0, -1.0, -1.0])
+    assert con_recall_score(nonmember, member, np.array([-1.0, -1.0]), gamma=1.0) == pytest.approx(1.0)  # (-2+1)/-1
+
+
 @pytest.mark.parametrize(
     "call, message",
     [
         (lambda: recall_score(np.array([-1.0]), np.array([-1.0, -2.0])), "1 values but token_logprobs has 2"),
+        (lambda: recall_score(np.array([-1.0, -1.0, -1.0]), np.array([-1.0])), "3 values but token_logprobs has 1"),
         (lambda: recall_score(np.array([-1.0]), np.array([0.0])), "exactly 0"),
         (lambda: recall_score(np.array([]), np.array([])), "0 tokens"),
         (lambda: con_recall_score(np.array([-1.0]), np.array([-1.0]), np.array([-1.0]), gamma=-1), "gamma"),
-        (lambda: con_recall_score(np.array([-1.0]), np.array([-1.0, -1.0]), np.array([-1.0]), gamma=0.5), "2 values"),
+        (
+            lambda: con_recall_score(np.array([-1.0]), np.array([-1.0, -1.0, -1.0]), np.array([-1.0]), gamma=0.5),
+            "3 values",
+        ),
     ],
 )
 def test_bad_inputs_are_named(call, message):

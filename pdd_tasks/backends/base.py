@@ -54,9 +54,13 @@ class TokenScores(tuple):
             distribution at position i (Min-K%++ Eq. 3-4).
         model: :class:`ModelInfo`.
         truncated_tokens: how many tokens were cut from the end of the text to fit the context.
+        convention: the request's ``convention`` (which tokens were scored), set by
+            :func:`answer_per_token`; a ``--use_cache`` answer of another convention is refused.
     """
 
-    def __new__(cls, logprob_sum, is_greedy, token_ids, logprobs, mu, sigma, model, truncated_tokens=0):
+    def __new__(
+        cls, logprob_sum, is_greedy, token_ids, logprobs, mu, sigma, model, truncated_tokens=0, convention="paper"
+    ):
         self = super().__new__(cls, (float(logprob_sum), bool(is_greedy)))
         self.token_ids = np.asarray(token_ids, dtype=np.int64)
         self.logprobs = np.asarray(logprobs, dtype=np.float32)
@@ -64,12 +68,23 @@ class TokenScores(tuple):
         self.sigma = np.asarray(sigma, dtype=np.float32)
         self.model = model
         self.truncated_tokens = int(truncated_tokens)
+        self.convention = convention
         return self
 
     def __reduce__(self):  # keeps the arrays through pickling (--use_cache)
         return (
             TokenScores,
-            (self[0], self[1], self.token_ids, self.logprobs, self.mu, self.sigma, self.model, self.truncated_tokens),
+            (
+                self[0],
+                self[1],
+                self.token_ids,
+                self.logprobs,
+                self.mu,
+                self.sigma,
+                self.model,
+                self.truncated_tokens,
+                self.convention,
+            ),
         )
 
 
@@ -81,11 +96,14 @@ class PerTokenRequest(Instance):
     token (DC-PDD Eq. 2). ``truncate`` allows cutting a text longer than the context window (the
     beginning is kept); without it such a text is an error. ``topk_logprobs``: how many top
     alternatives per position to ask a server for (backends that only return top-k log-probs).
+    ``convention``: which tokens are scored, ``"paper"`` or ``"reference-code"``
+    (:func:`split_after_start_token`).
     """
 
     truncate: bool = False
     topk_logprobs: int = 20
     exact_mu_sigma: bool = False  # vLLM: ask for the full distribution (prompt_logprobs=-1)
+    convention: str = "paper"
 
 
 class TextTooLongError(UserError):
@@ -232,6 +250,7 @@ def answer_per_token(
     def run(batch: list[EncodedText]) -> list[TokenScores]:
         answers = answer_batch(batch, [cuts[item.index] for item in batch])
         for item, answer in zip(batch, answers, strict=True):
+            answer.convention = requests[item.index].convention
             lm.cache_hook.add_partial("loglikelihood", requests[item.index].args, answer)
         pbar.update(len(batch))
         return answers
@@ -266,15 +285,39 @@ def answer_groups(
 
 
 def split_after_start_token(lm, request: PerTokenRequest) -> tuple[list[int], list[int]]:
-    """``(context, text tokens)`` of a per-token request.
+    """``(context, text tokens)`` of a per-token request: the tokens the model is given first, and
+    the text's tokens it scores after them, under the request's ``convention``.
 
-    For an empty context, as stock ``TemplateLM.loglikelihood`` builds them: the text after the
-    backend's ``prefix_token_id`` (BOS, else EOS), unless the text's own first token is that token.
-    For a non-empty context (an extra request such as ReCaLL's prefix): the same start token, then
-    the context's tokens, then the text's tokens exactly as for an empty context, so that a text is
-    scored on the same tokens with and without a context. Errors on a text without tokens.
+    ``"paper"`` (default), for an empty context as stock ``TemplateLM.loglikelihood`` builds it: the
+    text's tokens (no special tokens) after the backend's ``prefix_token_id`` (BOS, else EOS), unless
+    the text's own first token is that token (then it is the start and is not scored). For a
+    non-empty context (an extra request such as ReCaLL's prefix): the same start token, then the
+    context's tokens, then the text's tokens exactly as for an empty context, so that a text is
+    scored on the same tokens with and without a context.
+
+    ``"reference-code"``, as the authors' scripts score (``model(tokenizer.encode(text))``, logits
+    ``[:-1]`` against ids ``[1:]``: Min-K%++ ``run.py``, DC-PDD ``com_pro_dis.py``): the text's
+    encoding with the tokenizer's default special tokens, ``ids``; the start is ``ids[:1]`` (BOS for
+    a tokenizer that adds one, else the text's first token, which is therefore not scored) and the
+    scored tokens are ``ids[1:]``. For a non-empty context, as ReCaLL's script (``get_conditional_ll``)
+    does: the context's default encoding, then the text's default encoding, every token of which is
+    scored. ``lm.tok_encode(text, add_special_tokens=True)`` is ``tokenizer.encode(text)`` on the HF
+    and local-completions backends; on vLLM it is too, except for a text that starts with the BOS
+    token's own string, which lm-eval's ``VLLM.tok_encode`` encodes without special tokens.
+
+    Raises:
+        ValueError: the text has no tokens, or the convention is not one of the two.
+        EmptyTextError: nothing is left to score after the start (a one-token text under
+            ``"reference-code"``, or a text that is only the start token under ``"paper"``).
     """
     context, text = request.args
+    convention = getattr(request, "convention", "paper")
+    if convention == "reference-code":
+        return _reference_code_split(lm, request, context, text)
+    if convention != "paper":
+        raise ValueError(
+            f"{request.task_name} doc {request.doc_id}: convention={convention!r}: expected 'paper' or 'reference-code'."
+        )
     tokens = list(lm.tok_encode(text, add_special_tokens=False))
     if not tokens:
         raise ValueError(
@@ -293,6 +336,32 @@ def split_after_start_token(lm, request: PerTokenRequest) -> tuple[list[int], li
     if context:
         start = start + list(lm.tok_encode(context, add_special_tokens=False))
     return start, tokens
+
+
+def _reference_code_split(lm, request: PerTokenRequest, context: str, text: str) -> tuple[list[int], list[int]]:
+    """:func:`split_after_start_token` under ``convention: "reference-code"``."""
+    ids = list(lm.tok_encode(text, add_special_tokens=True)) if text else []
+    if not ids:
+        raise ValueError(
+            f"{request.task_name} doc {request.doc_id}: the text has no tokens (empty text); "
+            f"remove empty texts from the dataset."
+        )
+    if context:
+        start = list(lm.tok_encode(context, add_special_tokens=True))
+        if not start:
+            raise ValueError(
+                f"{request.task_name} doc {request.doc_id}: the context {context!r} has no tokens; expected a "
+                f'non-empty context (or "" for none).'
+            )
+        return start, ids
+    if len(ids) < 2:
+        raise EmptyTextError(
+            f"{request.task_name} doc {request.doc_id}: the text {text!r} is {len(ids)} token(s) with the tokenizer's "
+            f'default special tokens ({ids}); convention "reference-code" never scores the first of them, so no '
+            f'token is left to score. Remove the row, or use the default convention "paper" (every text token '
+            f"scored after the model's start token)."
+        )
+    return ids[:1], ids[1:]
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,10 @@ class AnswersFromAnotherModel(UserError):
     """The backend's answers were not computed by the run's model (a shared ``--use_cache`` file)."""
 
 
+class AnswersFromAnotherConvention(UserError):
+    """The backend's answers were scored under another ``convention`` (a shared ``--use_cache`` file)."""
+
+
 def _same_model(expected: str, name: str) -> bool:
     """Whether model name/path ``expected`` (from --model_args) names the model ``name`` reports."""
     if expected == name:
@@ -194,6 +198,7 @@ class MembershipInferenceTask(ConfigurableTask):
                 truncate=self.settings.truncate,
                 topk_logprobs=self.settings.topk_logprobs,
                 exact_mu_sigma=self.settings.exact_mu_sigma,
+                convention=self.settings.convention,
             )
             for index, pair in enumerate(pairs)
         ]
@@ -223,6 +228,7 @@ class MembershipInferenceTask(ConfigurableTask):
                     f"and --model local-completions (an OpenAI-compatible /v1/completions server that "
                     f"echoes prompt log-probs); this backend does not hand them over."
                 )
+        self.check_convention(results)
         scores = self.score_results(doc, results)
         label = int(doc["label"])
         return {
@@ -257,6 +263,18 @@ class MembershipInferenceTask(ConfigurableTask):
             prepared=self.prepared(),
         )
         return score_text(inputs, self.settings)
+
+    def check_convention(self, results: list[TokenScores]) -> None:
+        """Refuse answers scored under another ``convention`` than the run's (a ``--use_cache`` file
+        written by a run with the other convention: lm-eval's cache key is the request's text alone)."""
+        wanted = self.settings.convention
+        other = {getattr(result, "convention", "paper") for result in results} - {wanted}
+        if other:
+            raise AnswersFromAnotherConvention(
+                f"{self.config.task}: the per-token answers were scored with convention {other.pop()!r}, but this run "
+                f"asks for {wanted!r}. A --use_cache file written by a run with the other convention answered this "
+                f"run; use a cache file per convention (e.g. --use_cache cache/<model>-{wanted})."
+            )
 
     def check_answering_model(self, model: ModelInfo) -> None:
         """Refuse answers from another model than the run's: a ``--use_cache`` file written by one
@@ -296,7 +314,9 @@ class MembershipInferenceTask(ConfigurableTask):
 
     def record_scoring_backend(self, model: ModelInfo) -> None:
         """Record in the results JSON (``configs.<task>.metadata.token_scores``) which backend gave
-        the per-token values and how mu/sigma of Min-K%++ were obtained (exact or approximated)."""
+        the per-token values and how mu/sigma of Min-K%++ were obtained (exact or approximated), and
+        (``configs.<task>.metadata.convention``) which tokens were scored, also where it is the default."""
+        self.config.metadata.setdefault("convention", self.settings.convention)
         if "token_scores" not in self.config.metadata:
             self.config.metadata["token_scores"] = {
                 "backend": model.backend,

@@ -157,7 +157,8 @@ def method_table(results: dict, metrics: tuple[str, ...] = ("auc", "tpr@fpr<5%")
     The blind baseline is the first row where the run has it. Values are ``value ± stderr`` where
     the results hold a numeric stderr. A method a task did not score is ``n/a``, explained under
     the table: Lowercase for a task run with ``lowercase: false`` (not applicable to Chinese, which
-    has no letter case), anything else as missing from the results.
+    has no letter case), anything else as missing from the results. A task run with
+    ``convention: "reference-code"`` is named under the table (its scores are of other tokens).
     """
     tasks = pdd_tasks_of(results)
     if not tasks:
@@ -196,6 +197,16 @@ def method_table(results: dict, metrics: tuple[str, ...] = ("auc", "tpr@fpr<5%")
             notes.append(f"n/a: Lowercase was not scored for {task} (setting `lowercase: false`).")
     if missing:
         notes.append(f"n/a: not in the results: {', '.join(missing)}.")
+    reference_code = [task for task in tasks if task_settings(results, task).convention == "reference-code"]
+    if reference_code:
+        notes.append(
+            f'Scored tokens: convention "reference-code" for {", ".join(reference_code)} (tokenizer.encode(text) '
+            f'without its first token, as the Min-K%++ and DC-PDD scripts); elsewhere "paper" (every text token '
+            f"after the model's start token)."
+            if len(reference_code) < len(tasks)
+            else 'Scored tokens: convention "reference-code" (tokenizer.encode(text) without its first token, '
+            "as the Min-K%++ and DC-PDD scripts)."
+        )
     sizes = ", ".join(
         f"{task}: {results['n-samples'][task]['effective']} texts{_held_out(results, task)}"
         for task in tasks
