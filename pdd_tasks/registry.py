@@ -31,8 +31,10 @@ from pdd_metrics import (
     lowercase_score,
     min_k_plus_plus_score,
     min_k_score,
+    small_ref_score,
     zlib_score,
 )
+from pdd_tasks import small_ref
 from pdd_tasks.errors import UserError
 
 
@@ -136,6 +138,29 @@ DCPDD_ABLATION_SETTING = Setting(
 )
 LOWERCASE = Setting(
     "lowercase", True, flag, "score the lowercased text too (one more forward pass per text) for Lowercase."
+)
+
+SMALL_REF_SETTINGS = (
+    Setting(
+        "small_ref_model",
+        None,
+        small_ref.model_name,
+        "Small-Ref's reference model: a causal LM's directory or hub id (in the local hub cache); Small-Ref "
+        "is off without it. DC-PDD uses a smaller model of the target's family (Pythia-70M for Pythia-6.9B); "
+        "for a fine-tuned target, its base model.",
+    ),
+    Setting("small_ref_dtype", "float32", small_ref.dtype_choice, "dtype of the reference model's weights."),
+    Setting(
+        "small_ref_device", "auto", small_ref.device_name, "device of the reference model (auto: CUDA if available)."
+    ),
+    Setting("small_ref_batch_size", 8, whole_number, "texts per forward pass of the reference model."),
+    Setting(
+        "small_ref_cache",
+        None,
+        optional_path,
+        "file of the reference model's per-text log-probs; default: one file per reference model under "
+        "$LM_EVAL_PDD_HOME/small_ref (a file written for another model is refused).",
+    ),
 )
 
 #: Settings of the scoring path itself, not of one method.
@@ -322,6 +347,18 @@ METHODS: dict[str, Method] = {
             settings=(DCPDD_A, FREQ_TABLE, DCPDD_ABLATION_SETTING),
             enabled=lambda settings: settings.dcpdd_ablations,
         ),
+        Method(
+            name="small_ref",
+            score=lambda inputs, settings: small_ref_score(
+                inputs.logprobs, inputs.prepared["small_ref"].logprobs(inputs.text)
+            ),
+            label=lambda settings: f"Small-Ref ({small_ref.short_name(settings.small_ref_model)})",
+            needs=frozenset({"logprobs", "text"}),
+            citation="Carlini et al. 2021, Sec. 6.1; DC-PDD Appendix A.1: mean log p_target - mean log p_ref",
+            settings=SMALL_REF_SETTINGS,
+            prepare=small_ref.prepare,
+            enabled=lambda settings: settings.small_ref_model is not None,
+        ),
     )
 }
 
@@ -398,7 +435,9 @@ DEFAULT_METHODS: tuple[str, ...] = ScoringSettings().methods
 
 #: Keys that lm_eval (``version``, ``config_source``) and the pdd tasks (what was used, for the
 #: results JSON) put in a task's metadata themselves.
-RECORDED_KEYS = frozenset({"version", "config_source", "_metadata", "token_scores", "freq_table_used"})
+RECORDED_KEYS = frozenset(
+    {"version", "config_source", "_metadata", "token_scores", "freq_table_used", "small_ref_used"}
+)
 
 _MODEL_CLASSES = (
     ("lm_eval.models.huggingface", "HFLM"),
