@@ -98,10 +98,12 @@ def direct_mean_logprob(model_dir, text):
     return float(logp[torch.arange(len(ids)), torch.tensor(ids)].mean())
 
 
-def run(target, table, out, home, metadata, check=True):
+def run(target, table, out, home, metadata, check=True, model_args=""):
     """An lm_eval run of the target on the first LIMIT texts, with LM_EVAL_PDD_HOME=home."""
     metadata = {"freq_table": str(table), "small_ref_device": "cpu", "small_ref_batch_size": 5, **metadata}
-    args = harness_args(cpu_float32(target), TASK, out, batch_size=4, metadata=metadata, limit=LIMIT, device="cpu")
+    args = harness_args(
+        cpu_float32(target) + model_args, TASK, out, batch_size=4, metadata=metadata, limit=LIMIT, device="cpu"
+    )
     previous = os.environ.get("LM_EVAL_PDD_HOME")
     os.environ["LM_EVAL_PDD_HOME"] = str(home)
     try:
@@ -118,11 +120,16 @@ def small_ref_scores(out):
 
 
 @pytest.fixture(scope="module")
-def runs(tiny_model, tiny_table, tmp_path_factory):
+def tiny_llama(tmp_path_factory):
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_model, tiny_table, tiny_llama, tmp_path_factory):
     """Run 1 scores with the reference; run 2 reads its cache; then the reference is fine-tuned in
     place and run 3 must score again (same path, new files)."""
     base = tmp_path_factory.mktemp("small-ref")
-    reference = build_tiny_llama(base / "tiny-llama")
+    reference = shutil.copytree(tiny_llama, base / "tiny-llama")
     home = base / "home"
     outs, expected = {}, {}
     for name in ("first", "second"):
@@ -218,3 +225,43 @@ def test_a_directory_without_a_model_is_a_clear_error(tiny_model, tiny_table, tm
     assert process.returncode != 0
     assert "ReferenceModelError" in process.stderr and "holds no causal LM" in process.stderr
     assert "Traceback" not in process.stderr
+
+
+# -- truncation ----------------------------------------------------------------------------------
+
+
+def with_context_window(model_dir, directory, window):
+    """A copy of a Llama directory whose config declares a context window of ``window`` tokens."""
+    copy = shutil.copytree(model_dir, directory)
+    config = json.loads((copy / "config.json").read_text())
+    config["max_position_embeddings"] = window
+    (copy / "config.json").write_text(json.dumps(config))
+    return copy
+
+
+def test_under_truncation_the_reference_scores_what_the_target_scored(tiny_model, tiny_table, tiny_llama, tmp_path):
+    """truncate: the target (context 16) scores each text's first 16 tokens; the reference scores
+    the same beginning of the text (up to the end of the target's 16th token), in its own tokens."""
+    out = tmp_path / "out"
+    metadata = {"small_ref_model": str(tiny_llama), "truncate": True}
+    run(tiny_model, tiny_table, out, tmp_path / "home", metadata, model_args=",max_length=16")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    for text, score, loss in small_ref_scores(out).values():
+        encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        assert len(encoded.input_ids) > 16  # every text was cut
+        prefix = text[: encoded.offset_mapping[15][1]]
+        assert loss == pytest.approx(direct_mean_logprob(tiny_model, prefix), abs=1e-4)
+        assert score == pytest.approx(loss - direct_mean_logprob(tiny_llama, prefix), abs=1e-4)
+
+
+def test_a_text_longer_than_the_reference_window_is_an_error_without_truncation(
+    tiny_model, tiny_table, tiny_llama, tmp_path
+):
+    reference = with_context_window(tiny_llama, tmp_path / "short-llama", 16)
+    process = run(
+        tiny_model, tiny_table, tmp_path / "out", tmp_path / "home", {"small_ref_model": str(reference)}, check=False
+    )
+    assert process.returncode != 0
+    assert "TextTooLongError" in process.stderr
+    assert "the Small-Ref reference model's context window of 16 tokens" in process.stderr
+    assert '"truncate": true' in process.stderr and "Traceback" not in process.stderr
