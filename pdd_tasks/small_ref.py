@@ -32,6 +32,7 @@ import base64
 import hashlib
 import json
 import logging
+import os
 import re
 import time
 from pathlib import Path
@@ -77,19 +78,34 @@ def text_key(text: str) -> str:
 
 def model_directory(name: str) -> Path:
     """The local directory of a reference model: ``name`` itself, or its snapshot in the local
-    hub cache (no download: the machines this runs on may have no network)."""
+    hub cache, downloaded first (config, tokenizer and safetensors weights, else ``.bin``) unless
+    ``HF_HUB_OFFLINE`` is set."""
     path = Path(name).expanduser()
     if path.is_dir():
         return path.resolve()
-    try:
-        from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download
 
+    try:
         return Path(snapshot_download(repo_id=name, local_files_only=True))
     except Exception as error:
+        if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0"):
+            raise ReferenceModelError(
+                f"metadata small_ref_model={name!r}: no such directory, and no copy of a hub model of that name in the "
+                f"local hub cache ({type(error).__name__}; HF_HUB_OFFLINE is set). Give the directory of a causal LM "
+                f"saved with save_pretrained (config.json, weights, tokenizer), or download the hub model first "
+                f"(huggingface-cli download {name})."
+            ) from None
+    try:  # pragma: no cover - needs the network
+        patterns = ["*.json", "*.safetensors", "*.model", "*.txt", "*.tiktoken"]
+        directory = Path(snapshot_download(repo_id=name, allow_patterns=patterns))
+        if not list(directory.glob("*.safetensors")):
+            directory = Path(snapshot_download(repo_id=name, allow_patterns=[*patterns, "*.bin"]))
+        return directory
+    except Exception as error:  # pragma: no cover - needs the network
         raise ReferenceModelError(
-            f"metadata small_ref_model={name!r}: no such directory, and no copy of a hub model of that name in the "
-            f"local hub cache ({type(error).__name__}). Give the directory of a causal LM saved with save_pretrained "
-            f"(config.json, weights, tokenizer), or download the hub model first (huggingface-cli download {name})."
+            f"metadata small_ref_model={name!r}: no such directory, and the hub model of that name could not be "
+            f"downloaded ({type(error).__name__}: {str(error)[:200]}). Give the directory of a causal LM saved with "
+            f"save_pretrained, or a hub id that exists."
         ) from None
 
 

@@ -12,7 +12,17 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from conftest import cpu_float32, harness_args, read_results, read_samples, run_lm_eval, train_on, wikimia_rows
+from conftest import (
+    build_table_for,
+    build_tiny_model,
+    cpu_float32,
+    harness_args,
+    read_results,
+    read_samples,
+    run_lm_eval,
+    train_on,
+    wikimia_rows,
+)
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from pdd_metrics import loss_score, small_ref_score
@@ -174,6 +184,15 @@ def test_results_json_has_the_metric_and_names_the_reference_model(runs):
     assert used["cache"].startswith(str(runs["home"] / "small_ref"))
 
 
+def test_the_table_shows_small_ref_with_its_reference(runs, capsys):
+    from pdd_tasks.tools.cli import main
+
+    assert main(["table", str(runs["outs"]["first"])]) == 0
+    metrics = read_results(runs["outs"]["first"])["results"][TASK]
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| Small-Ref (tiny-llama) |"))
+    assert f"{metrics['small_ref_auc,none']:.3f} ± {metrics['small_ref_auc_stderr,none']:.3f}" in row
+
+
 def test_second_run_reads_the_cache(runs):
     first, second = (read_results(runs["outs"][name])["configs"][TASK]["metadata"] for name in ("first", "second"))
     assert (second["small_ref_used"]["texts_scored"], second["small_ref_used"]["texts_from_cache"]) == (0, LIMIT)
@@ -265,3 +284,27 @@ def test_a_text_longer_than_the_reference_window_is_an_error_without_truncation(
     assert "TextTooLongError" in process.stderr
     assert "the Small-Ref reference model's context window of 16 tokens" in process.stderr
     assert '"truncate": true' in process.stderr and "Traceback" not in process.stderr
+
+
+# -- the fine-tuning reference attack on pdd_controlled ------------------------------------------
+
+
+def test_pdd_controlled_with_the_untuned_base_as_reference(tmp_path):
+    """The classic use: the target fine-tuned on half a pool, the untuned base model as reference."""
+    from pdd_tasks.tools.make_controlled import TuningSettings, make_controlled
+
+    base = build_tiny_model(tmp_path / "base", seed=3)
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text("".join(json.dumps({"text": row["input"]}) + "\n" for row in wikimia_rows(32)[:48]))
+    settings = TuningSettings(seed=0, learning_rate=3e-3, batch_size=4, epochs=25)
+    benchmark = make_controlled(
+        tmp_path / "benchmark", base, pool=str(pool), text_field="text", settings=settings, progress=False
+    )
+    table = build_table_for(base, tmp_path / "table.npz")
+    out = tmp_path / "out"
+    metadata = {"controlled_dir": str(benchmark), "small_ref_model": str(base)}
+    run(benchmark / "model", table, out, tmp_path / "home", metadata, task="pdd_controlled", limit=None)
+    results = read_results(out)
+    assert results["results"]["pdd_controlled"]["small_ref_auc,none"] > 0.8
+    used = results["configs"]["pdd_controlled"]["metadata"]["small_ref_used"]
+    assert used["model"] == str(base) and used["texts_scored"] == 48
