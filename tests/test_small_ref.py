@@ -108,12 +108,11 @@ def direct_mean_logprob(model_dir, text):
     return float(logp[torch.arange(len(ids)), torch.tensor(ids)].mean())
 
 
-def run(target, table, out, home, metadata, check=True, model_args=""):
-    """An lm_eval run of the target on the first LIMIT texts, with LM_EVAL_PDD_HOME=home."""
+def run(target, table, out, home, metadata, check=True, model_args="", task=TASK, limit=LIMIT):
+    """An lm_eval run of the target on the first ``limit`` texts, with LM_EVAL_PDD_HOME=home."""
     metadata = {"freq_table": str(table), "small_ref_device": "cpu", "small_ref_batch_size": 5, **metadata}
-    args = harness_args(
-        cpu_float32(target) + model_args, TASK, out, batch_size=4, metadata=metadata, limit=LIMIT, device="cpu"
-    )
+    model_args = cpu_float32(target) + model_args
+    args = harness_args(model_args, task, out, batch_size=4, metadata=metadata, limit=limit, device="cpu")
     previous = os.environ.get("LM_EVAL_PDD_HOME")
     os.environ["LM_EVAL_PDD_HOME"] = str(home)
     try:
