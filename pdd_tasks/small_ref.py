@@ -332,7 +332,14 @@ class ReferenceScores:
         for row, sequence in enumerate(sequences):
             ids[row, : len(sequence)] = torch.tensor(sequence)
         with torch.inference_mode():
-            logits = model(ids.to(self.device_used)).logits
+            try:
+                logits = model(ids.to(self.device_used)).logits
+            except torch.OutOfMemoryError:
+                raise ReferenceModelError(
+                    f"the Small-Ref reference model {self.name!r} ran out of memory on {self.device_used} for a batch "
+                    f"of {len(batch)} texts of up to {width} tokens. Lower small_ref_batch_size, or set "
+                    f"small_ref_device (e.g. cpu; with --model vllm, the target holds most of the GPU)."
+                ) from None
             answers = []
             for row, (start, tokens) in enumerate(batch):
                 first = len(start) - 1
