@@ -21,6 +21,7 @@ from .methods import (
     lowest_k_count,
     min_k_plus_plus_score,
     min_k_score,
+    small_ref_score,
     zlib_score,
 )
 from .neighbor import neighbor_score
@@ -55,6 +56,7 @@ __all__ = [
     "neighbor_score",
     "recall_score",
     "roc_auc",
+    "small_ref_score",
     "tpr_at_fpr",
     "validate_scores_and_labels",
     "zlib_score",

@@ -26,6 +26,7 @@ __all__ = [
     "lowest_k_count",
     "min_k_plus_plus_score",
     "min_k_score",
+    "small_ref_score",
     "zlib_score",
 ]
 
@@ -148,6 +149,26 @@ def lowercase_score(token_logprobs: np.ndarray, lowercase_token_logprobs: np.nda
             "check that the log-probabilities are not all zero (e.g. a masked or padded output)"
         )
     return lower / original
+
+
+def small_ref_score(token_logprobs: np.ndarray, reference_logprobs: np.ndarray) -> float:
+    """Reference-model attack "Small-Ref" (Carlini et al. 2021, Sec. 6.1; DC-PDD Appendix A.1):
+    ``mean_i log p_target(x_i) - mean_j log p_ref(x_j)``.
+
+    The target's log-likelihood calibrated by a reference model's: a text that is merely easy
+    (low perplexity under any model) scores near 0, a text the target saw scores above. Higher =
+    more likely a member. This is the difference of mean log-likelihoods (the "Ref" baseline of the
+    DC-PDD and Min-K%++ tables); Carlini et al. rank by the ratio of the two log-perplexities
+    instead. Each model tokenizes the text with its own tokenizer, so the arrays may differ in length.
+
+    Args:
+        token_logprobs: shape (n,), log p_i of the text's tokens under the target model.
+        reference_logprobs: shape (m,), log p_j of the text's tokens under the reference model.
+
+    >>> small_ref_score(np.array([-1.0, -2.0]), np.array([-3.0, -2.0, -4.0]))  # -1.5 - (-3)
+    1.5
+    """
+    return loss_score(token_logprobs) - float(np.mean(_float_array(reference_logprobs, "reference_logprobs")))
 
 
 def min_k_score(token_logprobs: np.ndarray, k: float = 0.2) -> float:

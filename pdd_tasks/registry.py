@@ -32,9 +32,11 @@ from pdd_metrics import (
     min_k_plus_plus_score,
     min_k_score,
     neighbor_score,
+    small_ref_score,
     zlib_score,
 )
 from pdd_metrics.recall import con_recall_score, recall_score
+from pdd_tasks import small_ref
 from pdd_tasks.errors import UserError
 from pdd_tasks.recall_prefixes import prepare_prefixes
 
@@ -220,6 +222,29 @@ def _con_recall(inputs: TextInputs, settings) -> float:
     n = min(nonmember.size, member.size)
     return con_recall_score(nonmember[:n], member[:n], plain[: min(n, plain.size)], gamma=settings.con_recall_gamma)
 
+
+SMALL_REF_SETTINGS = (
+    Setting(
+        "small_ref_model",
+        None,
+        small_ref.model_name,
+        "Small-Ref's reference model: a causal LM's directory or hub id (in the local hub cache); Small-Ref "
+        "is off without it. DC-PDD uses a smaller model of the target's family (Pythia-70M for Pythia-6.9B); "
+        "for a fine-tuned target, its base model.",
+    ),
+    Setting("small_ref_dtype", "float32", small_ref.dtype_choice, "dtype of the reference model's weights."),
+    Setting(
+        "small_ref_device", "auto", small_ref.device_name, "device of the reference model (auto: CUDA if available)."
+    ),
+    Setting("small_ref_batch_size", 8, whole_number, "texts per forward pass of the reference model."),
+    Setting(
+        "small_ref_cache",
+        None,
+        optional_path,
+        "file of the reference model's per-text log-probs; default: one file per reference model under "
+        "$LM_EVAL_PDD_HOME/small_ref (a file written for another model is refused).",
+    ),
+)
 
 #: Settings of the scoring path itself, not of one method.
 GENERAL_SETTINGS = (
@@ -525,6 +550,18 @@ METHODS: dict[str, Method] = {
             prepare=prepare_prefixes,
             enabled=lambda settings: settings.con_recall,
         ),
+        Method(
+            name="small_ref",
+            score=lambda inputs, settings: small_ref_score(
+                inputs.logprobs, inputs.prepared["small_ref"].logprobs(inputs.text)
+            ),
+            label=lambda settings: f"Small-Ref ({small_ref.short_name(settings.small_ref_model)})",
+            needs=frozenset({"logprobs", "text"}),
+            citation="Carlini et al. 2021, Sec. 6.1; DC-PDD Appendix A.1: mean log p_target - mean log p_ref",
+            settings=SMALL_REF_SETTINGS,
+            prepare=small_ref.prepare,
+            enabled=lambda settings: settings.small_ref_model is not None,
+        ),
     )
 }
 
@@ -602,7 +639,7 @@ DEFAULT_METHODS: tuple[str, ...] = ScoringSettings().methods
 #: Keys that lm_eval (``version``, ``config_source``) and the pdd tasks (what was used, for the
 #: results JSON) put in a task's metadata themselves.
 RECORDED_KEYS = frozenset(
-    {"version", "config_source", "_metadata", "token_scores", "freq_table_used", "recall_prefixes"}
+    {"version", "config_source", "_metadata", "token_scores", "freq_table_used", "recall_prefixes", "small_ref_used"}
 )
 
 _MODEL_CLASSES = (
