@@ -5,7 +5,7 @@ extra forward passes, beside a run of the default methods.
 
 On the first ``--limit`` texts of WikiMIA (``--length`` words, ``pdd_wikimia_<length>``) with the
 default model (``lm-eval-pdd default-model``), float32 on the CPU:
-1. neighbour generation alone (``pdd_tasks.neighbors.NeighborGenerator``: loading the masked LM,
+1. neighbour generation alone (``pdd_tasks.prepare.neighbors.NeighborGenerator``: loading the masked LM,
    then ``--count`` neighbours per text), timed;
 2. the real ``lm_eval`` command line with the default methods, timed;
 3. the same with ``neighbor_model`` set (generation + ``--count`` extra requests per text), timed.
@@ -101,7 +101,7 @@ def main() -> None:
         scratch = Path(args.keep or scratch)
         mlm = args.mlm or random_bert_base(scratch / "random-bert-base", texts)
 
-        from pdd_tasks.neighbors import NeighborGenerator
+        from pdd_tasks.prepare.neighbors import NeighborGenerator
 
         start = time.perf_counter()
         generator = NeighborGenerator(str(mlm), count=args.count)

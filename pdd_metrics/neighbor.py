@@ -1,7 +1,7 @@
 """The Neighbor attack's score (Mattern et al., ACL Findings 2023, "Membership Inference Attacks
 against Language Models via Neighbourhood Comparison", Sec. 3).
 
-How the neighbours are made (masked-LM word replacement) is in :mod:`pdd_tasks.neighbors`; this
+How the neighbours are made (masked-LM word replacement) is in :mod:`pdd_tasks.prepare.neighbors`; this
 module only compares the text's log-probs with theirs.
 """
 

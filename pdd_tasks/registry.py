@@ -36,9 +36,9 @@ from pdd_metrics import (
     zlib_score,
 )
 from pdd_metrics.recall import con_recall_score, recall_score
-from pdd_tasks import small_ref
 from pdd_tasks.errors import UserError
-from pdd_tasks.recall_prefixes import prepare_prefixes
+from pdd_tasks.prepare import small_ref
+from pdd_tasks.prepare.recall_prefixes import prepare_prefixes
 
 
 logger = logging.getLogger(__name__)
@@ -158,7 +158,7 @@ LOWERCASE = Setting(
     "lowercase", True, flag, "score the lowercased text too (one more forward pass per text) for Lowercase."
 )
 
-# -- ReCaLL and Con-ReCall (pdd_tasks.recall_prefixes) --
+# -- ReCaLL and Con-ReCall (pdd_tasks.prepare.recall_prefixes) --
 
 
 def whole_number_or_zero(name: str, value: Any) -> int:
@@ -387,7 +387,7 @@ def _model_name(name: str, value: Any) -> str | None:
 
 
 def _neighbor_words(name: str, value: Any) -> int:
-    from pdd_tasks.neighbors import MAX_WORDS
+    from pdd_tasks.prepare.neighbors import MAX_WORDS
 
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_WORDS:
         raise ValueError(f"metadata {name}={value!r}: expected a whole number from 1 to {MAX_WORDS}.")
@@ -429,7 +429,7 @@ NEIGHBOR_SETTINGS = (
 def _neighbor_generator(task, settings):
     import torch
 
-    from pdd_tasks.neighbors import NeighborGenerator
+    from pdd_tasks.prepare.neighbors import NeighborGenerator
 
     return NeighborGenerator(
         name=settings.neighbor_model,
@@ -581,8 +581,33 @@ SETTINGS: tuple[Setting, ...] = _all_settings()
 
 
 def _from_metadata(cls, metadata: dict):
-    """The settings in ``metadata`` (absent keys take their defaults), each checked."""
-    return cls(**{setting.name: setting.read(metadata) for setting in SETTINGS})
+    """The settings in ``metadata`` (absent keys take their defaults), each checked; a warning names
+    settings given for methods that are off (:func:`settings_of_methods_off`)."""
+    settings = cls(**{setting.name: setting.read(metadata) for setting in SETTINGS})
+    idle = settings_of_methods_off(metadata, settings)
+    if idle:
+        logger.warning(
+            "metadata %s given, but only read by method(s) that are off with these settings: %s. "
+            "Turn the method on (see its settings in docs/methods.md), or drop the key.",
+            ", ".join(map(repr, idle)),
+            "; ".join(
+                f"{name} (its settings: {', '.join(s.name for s in METHODS[name].settings)})"
+                for name in METHODS
+                if name not in settings.methods and any(s.name in idle for s in METHODS[name].settings)
+            ),
+        )
+    return settings
+
+
+def settings_of_methods_off(metadata: dict, settings) -> list[str]:
+    """Keys of ``metadata`` that only methods that are off read (e.g. ``neighbor_count`` without
+    ``neighbor_model``): given, and without effect."""
+    read = {s.name for name in settings.methods for s in METHODS[name].settings}
+    read |= {s.name for s in GENERAL_SETTINGS}
+    # the settings that turn a method on or off: set to "off", they are no mistake
+    switches = {"lowercase", "dcpdd_ablations", "con_recall", "recall_shots", "neighbor_model", "small_ref_model"}
+    method_settings = {s.name for method in METHODS.values() for s in method.settings}
+    return [key for key in metadata if key in method_settings and key not in read and key not in switches]
 
 
 def _methods_in_effect(self) -> tuple[str, ...]:

@@ -23,10 +23,10 @@ from transformers import (
 )
 
 import pdd_metrics.neighbor
-import pdd_tasks.neighbors
+import pdd_tasks.prepare.neighbors
 from pdd_metrics import loss_score, neighbor_score
 from pdd_tasks import registry
-from pdd_tasks.neighbors import MaskedLMError, NeighborGenerator
+from pdd_tasks.prepare.neighbors import MaskedLMError, NeighborGenerator
 from pdd_tasks.registry import ScoringSettings, SettingError
 
 
@@ -102,7 +102,7 @@ def test_score_is_mean_logprob_minus_the_neighbours_mean():
     assert neighbor_score(np.array([-1.0, -3.0]), [np.array([-2.0, -3.0]), np.array([-4.0, -3.0, -3.5])]) == 1.0
     assert neighbor_score(np.array([-2.0]), [np.array([-2.0])]) == 0.0
     assert doctest.testmod(pdd_metrics.neighbor).failed == 0
-    assert doctest.testmod(pdd_tasks.neighbors).failed == 0
+    assert doctest.testmod(pdd_tasks.prepare.neighbors).failed == 0
 
 
 @pytest.mark.parametrize(
@@ -149,7 +149,7 @@ def test_each_neighbour_differs_in_the_requested_number_of_words(mlm, words):
 def test_a_short_text_has_as_many_neighbours_as_it_has_candidates(bert_mlm):
     generator = NeighborGenerator(str(bert_mlm), count=25)
     neighbours = generator.neighbors("Music.")  # one word, 5 candidates
-    assert 1 <= len(neighbours) <= pdd_tasks.neighbors.CANDIDATES_PER_POSITION
+    assert 1 <= len(neighbours) <= pdd_tasks.prepare.neighbors.CANDIDATES_PER_POSITION
     with pytest.raises(MaskedLMError, match="found no word of this text to replace"):
         generator.neighbors("!!! ...")
 
@@ -161,7 +161,7 @@ def test_candidates_are_scored_as_the_paper_normalises(bert_mlm):
     text = "The music was held in Seoul."
     candidates = generator.candidates(text)
     ids, targets = generator._targets(text)
-    g = torch.Generator().manual_seed(pdd_tasks.neighbors._text_seed(0, text))
+    g = torch.Generator().manual_seed(pdd_tasks.prepare.neighbors._text_seed(0, text))
     model = generator.model
     keep = torch.rand(len(targets), model.config.hidden_size, generator=g) >= 0.7
     position = targets[2][0]

@@ -14,9 +14,9 @@ from conftest import cpu_float32, harness_args, read_results, read_samples, run_
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import pdd_metrics.recall
-import pdd_tasks.recall_prefixes
+import pdd_tasks.prepare.recall_prefixes
 from pdd_metrics import con_recall_score, recall_score
-from pdd_tasks.recall_prefixes import PrefixError, draw_documents, prefixes_for, text_hash
+from pdd_tasks.prepare.recall_prefixes import PrefixError, draw_documents, prefixes_for, text_hash
 from pdd_tasks.registry import DEFAULT_METHODS, METHODS, ScoringSettings, SettingError, label
 
 
@@ -25,7 +25,7 @@ from pdd_tasks.registry import DEFAULT_METHODS, METHODS, ScoringSettings, Settin
 
 def test_doctests():
     assert doctest.testmod(pdd_metrics.recall).failed == 0
-    assert doctest.testmod(pdd_tasks.recall_prefixes).failed == 0
+    assert doctest.testmod(pdd_tasks.prepare.recall_prefixes).failed == 0
 
 
 def test_recall_is_the_ratio_of_mean_log_likelihoods():

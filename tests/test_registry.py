@@ -110,3 +110,17 @@ def test_the_table_labels_a_method_with_the_k_the_task_ran_with():
     table = method_table(json.loads(json.dumps(results)))
     assert "| Min-K% (k=0.1) / Min-K% (k=0.2) |" in table
     assert "| Min-K%++ (k=0.2) |" in table
+
+
+def test_settings_of_methods_that_are_off_are_named(caplog):
+    """A setting only an off method reads (neighbor_count without neighbor_model) has no effect:
+    the task warns; a switch set to off (lowercase: false, recall_shots: 0) is no mistake."""
+    with caplog.at_level("WARNING", logger="pdd_tasks.registry"):
+        ScoringSettings.from_metadata({"neighbor_count": 5, "recall_seed": 2, "min_k": 0.1})
+    assert "'neighbor_count', 'recall_seed' given, but only read by method(s) that are off" in caplog.text
+    assert (
+        registry.settings_of_methods_off({"neighbor_count": 5}, ScoringSettings.from_metadata({"neighbor_model": "m"}))
+        == []
+    )
+    off = {"lowercase": False, "recall_shots": 0, "con_recall": False, "small_ref_model": None}
+    assert registry.settings_of_methods_off(off, ScoringSettings.from_metadata(off)) == []
