@@ -76,6 +76,13 @@ def whole_number(name: str, value: Any) -> int:
     return value
 
 
+def whole_number_or_zero(name: str, value: Any) -> int:
+    """A whole number >= 0."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"metadata {name}={value!r}: expected a whole number >= 0.")
+    return value
+
+
 def flag(name: str, value: Any) -> bool:
     """true or false."""
     if not isinstance(value, bool):
@@ -118,6 +125,8 @@ class Setting:
             the key, what was expected and an example.
         doc: what it does, with the paper's value where there is one.
         hint: appended to the check's message (e.g. the paper's value).
+        switch: it turns its method on or off (``lowercase``, ``neighbor_model``): given while the
+            method is off, it is no mistake (:func:`settings_of_methods_off`).
     """
 
     name: str
@@ -125,6 +134,7 @@ class Setting:
     check: Callable[[str, Any], Any]
     doc: str
     hint: str = ""
+    switch: bool = False
 
     def read(self, metadata: dict) -> Any:
         if self.name not in metadata:
@@ -152,20 +162,17 @@ FREQ_TABLE = Setting(
     "tokenizer (`lm-eval-pdd install-table`), else the table shipped for the default model.",
 )
 DCPDD_ABLATION_SETTING = Setting(
-    "dcpdd_ablations", False, flag, "also report DC-PDD's ablations CLD and +LUP (paper Sec. 5)."
+    "dcpdd_ablations", False, flag, "also report DC-PDD's ablations CLD and +LUP (paper Sec. 5).", switch=True
 )
 LOWERCASE = Setting(
-    "lowercase", True, flag, "score the lowercased text too (one more forward pass per text) for Lowercase."
+    "lowercase",
+    True,
+    flag,
+    "score the lowercased text too (one more forward pass per text) for Lowercase.",
+    switch=True,
 )
 
 # -- ReCaLL and Con-ReCall (pdd_tasks.prepare.recall_prefixes) --
-
-
-def whole_number_or_zero(name: str, value: Any) -> int:
-    """A whole number >= 0."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"metadata {name}={value!r}: expected a whole number >= 0.")
-    return value
 
 
 RECALL_SHOTS = Setting(
@@ -175,6 +182,7 @@ RECALL_SHOTS = Setting(
     "ReCaLL: how many known non-member texts make its prefix (Con-ReCall: also how many member texts); "
     "0 = ReCaLL off. The authors' code defaults to 12 and runs 7 in its README; fast-mia uses 10.",
     hint="(e.g. 7)",
+    switch=True,
 )
 RECALL_PREFIX_FILE = Setting(
     "recall_prefix_file",
@@ -191,6 +199,7 @@ CON_RECALL = Setting(
     False,
     flag,
     "Con-ReCall too: a prefix of recall_shots known members as well (one more forward pass per text).",
+    switch=True,
 )
 CON_RECALL_GAMMA = Setting(
     "con_recall_gamma",
@@ -231,6 +240,7 @@ SMALL_REF_SETTINGS = (
         "Small-Ref's reference model: a causal LM's directory or hub id (in the local hub cache); Small-Ref "
         "is off without it. DC-PDD uses a smaller model of the target's family (Pythia-70M for Pythia-6.9B); "
         "for a fine-tuned target, its base model.",
+        switch=True,
     ),
     Setting("small_ref_dtype", "float32", small_ref.dtype_choice, "dtype of the reference model's weights."),
     Setting(
@@ -394,12 +404,6 @@ def _neighbor_words(name: str, value: Any) -> int:
     return value
 
 
-def _seed(name: str, value: Any) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"metadata {name}={value!r}: expected a whole number >= 0, e.g. 0.")
-    return value
-
-
 NEIGHBOR_SETTINGS = (
     Setting(
         "neighbor_model",
@@ -408,6 +412,7 @@ NEIGHBOR_SETTINGS = (
         "the masked LM that makes the Neighbor attack's neighbours (hub id or local directory; the paper uses "
         "BERT, mimir RoBERTa too); naming one turns the Neighbor method on (neighbor_count + 1 forward passes "
         "of the target model per text).",
+        switch=True,
     ),
     Setting(
         "neighbor_count",
@@ -422,7 +427,9 @@ NEIGHBOR_SETTINGS = (
         _neighbor_words,
         "words replaced per neighbour for the Neighbor attack (the paper's neighbours replace one word).",
     ),
-    Setting("neighbor_seed", 0, _seed, "seed of the masked LM's embedding dropout for the Neighbor attack."),
+    Setting(
+        "neighbor_seed", 0, whole_number_or_zero, "seed of the masked LM's embedding dropout for the Neighbor attack."
+    ),
 )
 
 
@@ -604,8 +611,7 @@ def settings_of_methods_off(metadata: dict, settings) -> list[str]:
     ``neighbor_model``): given, and without effect."""
     read = {s.name for name in settings.methods for s in METHODS[name].settings}
     read |= {s.name for s in GENERAL_SETTINGS}
-    # the settings that turn a method on or off: set to "off", they are no mistake
-    switches = {"lowercase", "dcpdd_ablations", "con_recall", "recall_shots", "neighbor_model", "small_ref_model"}
+    switches = {s.name for method in METHODS.values() for s in method.settings if s.switch}
     method_settings = {s.name for method in METHODS.values() for s in method.settings}
     return [key for key in metadata if key in method_settings and key not in read and key not in switches]
 
