@@ -105,13 +105,23 @@ def convention(name: str, value: Any) -> str:
     return value
 
 
-def optional_path(name: str, value: Any) -> str | None:
-    """A file path, or null / "" for the default."""
-    if value in (None, ""):
-        return None
-    if not isinstance(value, str):
-        raise ValueError(f"metadata {name}={value!r}: expected a file path (a string).")
-    return value
+def optional_string(expected: str) -> Callable[[str, Any], str | None]:
+    """A check of a setting that names something (a file, a model) or is null / "" for none;
+    ``expected`` says what, for the message (e.g. "a file path (a string)")."""
+
+    def check(name: str, value: Any) -> str | None:
+        if value in (None, ""):
+            return None
+        if not isinstance(value, str):
+            raise ValueError(f"metadata {name}={value!r}: expected {expected}.")
+        return value
+
+    check.__doc__ = f'{expected[0].upper()}{expected[1:]}, or null / "" for none.'
+    return check
+
+
+#: A file path, or null / "" for the default.
+optional_path = optional_string("a file path (a string)")
 
 
 @dataclass(frozen=True)
@@ -236,7 +246,7 @@ SMALL_REF_SETTINGS = (
     Setting(
         "small_ref_model",
         None,
-        small_ref.model_name,
+        optional_string("a model directory or hub id (a string)"),
         "Small-Ref's reference model: a causal LM's directory or hub id (in the local hub cache); Small-Ref "
         "is off without it. DC-PDD uses a smaller model of the target's family (Pythia-70M for Pythia-6.9B); "
         "for a fine-tuned target, its base model.",
@@ -385,17 +395,6 @@ _DCPDD_NEEDS = frozenset({"logprobs", "token_ids", "reference_frequencies"})
 # -- Neighbor (Mattern et al. 2023): neighbours from a masked LM ---------------------------------
 
 
-def _model_name(name: str, value: Any) -> str | None:
-    """A model's Hugging Face Hub id or local directory, or null / "" for none."""
-    if value in (None, ""):
-        return None
-    if not isinstance(value, str):
-        raise ValueError(
-            f"metadata {name}={value!r}: expected a masked LM's hub id or local directory, e.g. roberta-base."
-        )
-    return value
-
-
 def _neighbor_words(name: str, value: Any) -> int:
     from pdd_tasks.prepare.neighbors import MAX_WORDS
 
@@ -408,7 +407,7 @@ NEIGHBOR_SETTINGS = (
     Setting(
         "neighbor_model",
         None,
-        _model_name,
+        optional_string("a masked LM's hub id or local directory, e.g. roberta-base"),
         "the masked LM that makes the Neighbor attack's neighbours (hub id or local directory; the paper uses "
         "BERT, mimir RoBERTa too); naming one turns the Neighbor method on (neighbor_count + 1 forward passes "
         "of the target model per text).",

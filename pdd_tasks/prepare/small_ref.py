@@ -418,15 +418,6 @@ def prepare(task, settings) -> ReferenceScores:
     return ReferenceScores(task, settings)
 
 
-def model_name(name: str, value: Any) -> str | None:
-    """A model directory or hub id, or null / "" for none (Small-Ref off)."""
-    if value in (None, ""):
-        return None
-    if not isinstance(value, str):
-        raise ValueError(f"metadata {name}={value!r}: expected a model directory or hub id (a string).")
-    return value
-
-
 def dtype_choice(name: str, value: Any) -> str:
     """One of :data:`DTYPES`."""
     if value not in DTYPES:
