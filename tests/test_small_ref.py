@@ -307,3 +307,17 @@ def test_pdd_controlled_with_the_untuned_base_as_reference(tmp_path):
     assert results["results"]["pdd_controlled"]["small_ref_auc,none"] > 0.8
     used = results["configs"]["pdd_controlled"]["metadata"]["small_ref_used"]
     assert used["model"] == str(base) and used["texts_scored"] == 48
+
+
+def test_a_small_ref_cache_that_names_a_users_file_is_refused_and_left_alone(tmp_path):
+    """small_ref_cache naming a file that is no Small-Ref cache (a user's data) is an error naming the
+    fix, before anything is appended to it."""
+    from pdd_tasks.prepare.small_ref import ReferenceCache, ReferenceCacheError
+
+    data = tmp_path / "texts.jsonl"
+    data.write_text('{"text": "a user\'s own row"}\n', encoding="utf-8")
+    with pytest.raises(
+        ReferenceCacheError, match=r"is not a Small-Ref cache file.*Name another file with small_ref_cache"
+    ):
+        ReferenceCache(data, "some-model", "0" * 64)
+    assert data.read_text(encoding="utf-8") == '{"text": "a user\'s own row"}\n'
