@@ -239,7 +239,7 @@ def _con_recall(inputs: TextInputs, settings) -> float:
     nonmember, plain = _prefixed(inputs, "recall")  # Con-ReCall shares ReCaLL's non-member request
     member = inputs.extra_logprobs["con_recall"][0]
     n = min(nonmember.size, member.size)
-    return con_recall_score(nonmember[:n], member[:n], plain[: min(n, plain.size)], gamma=settings.con_recall_gamma)
+    return con_recall_score(nonmember[:n], member[:n], plain[:n], gamma=settings.con_recall_gamma)
 
 
 SMALL_REF_SETTINGS = (
