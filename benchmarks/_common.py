@@ -3,7 +3,12 @@ directory is on ``sys.path``)."""
 
 from __future__ import annotations
 
+import json
+import os
 import platform
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from lm_eval.api.instance import Instance
@@ -22,6 +27,45 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def machine(*details: str) -> str:
+    """One line naming the machine a benchmark ran on: CPU, cores, Python, and ``details``
+    (library versions, threads)."""
+    return ", ".join([cpu_name(), f"{os.cpu_count()} cores", f"Python {platform.python_version()}", *details])
+
+
+def lm_eval_run(
+    model: Path | str,
+    task: str,
+    out: Path,
+    *,
+    metadata: dict | None = None,
+    limit: int | None = None,
+    batch_size: int = 8,
+    log_samples: bool = False,
+    env: dict[str, str] | None = None,
+) -> tuple[float, dict]:
+    """One run of the real ``lm_eval`` command (HF backend, CPU, float32) on the pdd tasks: its wall
+    time in seconds and its results JSON. Raises with the end of lm_eval's stderr if it fails."""
+    from pdd_tasks.tools.cli import tasks_path
+
+    command = [
+        str(Path(sys.executable).with_name("lm_eval")),
+        *("--model", "hf", "--model_args", f"pretrained={model},dtype=float32", "--device", "cpu"),
+        *("--include_path", tasks_path(), "--tasks", task, "--batch_size", str(batch_size)),
+        *(["--limit", str(limit)] if limit else []),
+        *(["--metadata", json.dumps(metadata)] if metadata else []),
+        *("--output_path", str(out)),
+        *(["--log_samples"] if log_samples else []),
+    ]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false", **(env or {}))
+    began = time.perf_counter()
+    process = subprocess.run(command, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - began
+    if process.returncode != 0:
+        raise RuntimeError(f"lm_eval failed ({process.returncode}):\n{process.stderr[-4000:]}")
+    return seconds, read_json(sorted(Path(out).rglob("results_*.json"))[-1])
 
 
 def pdd_and_stock_requests(task, docs: list[dict], task_name: str) -> tuple[list, list[Instance]]:

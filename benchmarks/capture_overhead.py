@@ -12,24 +12,16 @@ The runs alternate (a, b, a, b, ...) and the medians are compared. Prints a mark
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import time
 
 import torch
-from _common import answer_and_score, cpu_name, pdd_and_stock_requests
+from _common import answer_and_score, machine, pdd_and_stock_requests
 from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
 from pdd_tasks.tools.cli import tasks_path
 from pdd_tasks.tools.default_model import ensure_default_model
-
-
-def machine() -> str:
-    cpu = cpu_name()
-    return (
-        f"{cpu}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, Python {platform.python_version()}"
-    )
 
 
 def main() -> None:
@@ -64,7 +56,7 @@ def main() -> None:
         run_pdd()
         pdd_times.append(time.perf_counter() - start)
     stock, pdd = statistics.median(stock_times), statistics.median(pdd_times)
-    print(f"Machine: {machine()}")
+    print("Machine: " + machine(f"{torch.get_num_threads()} torch threads", f"torch {torch.__version__}"))
     print(
         f"Model: {model_dir.name} (float32, CPU), task {args.task}, {len(docs)} texts = {len(pdd_requests)} "
         f"requests ({tokens} scored tokens), batch size {args.batch_size}, median of {args.repeats} alternating runs\n"

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import time
 
 import requests
-from _common import answer_and_score, cpu_name, pdd_and_stock_requests
+from _common import answer_and_score, machine, pdd_and_stock_requests
 from lm_eval.models.openai_completions import LocalCompletionsAPI
 from lm_eval.tasks import TaskManager
 
@@ -30,16 +29,6 @@ from pdd_tasks.backends.completions import install_api_capture
 from pdd_tasks.tools.cli import tasks_path
 from pdd_tasks.tools.default_model import default_gguf_path, ensure_default_model
 from pdd_tasks.tools.gguf_server import running_server
-
-
-def machine(threads: int) -> str:
-    cpu = cpu_name()
-    import llama_cpp
-
-    return (
-        f"{cpu}, {os.cpu_count()} cores, server threads {threads}, llama-cpp-python {llama_cpp.__version__}, "
-        f"Python {platform.python_version()}"
-    )
 
 
 def main() -> None:
@@ -105,7 +94,9 @@ def main() -> None:
             f"{name}: {reqs} requests / {prompts} prompts for {n} texts (expected {expected_requests} / {n})"
         )
     stock = statistics.median(times["stock"])
-    print(f"Machine: {machine(args.threads)}")
+    import llama_cpp
+
+    print("Machine:", machine(f"server threads {args.threads}", f"llama-cpp-python {llama_cpp.__version__}"))
     print(
         f"Model: SmolLM2-135M-Instruct Q4_1 GGUF via pdd_tasks.tools.gguf_server (llama.cpp), task {args.task}, "
         f"{len(docs)} docs = {n} texts ({tokens} scored tokens), client batch_size {args.batch_size}, "

@@ -1,4 +1,4 @@
-"""Positive and negative controls of ``pdd_exchangeability`` on this machine (the README's table).
+"""Positive and negative controls of ``pdd_exchangeability`` on this machine (the table in docs/dataset-tests.md).
 
 For each number of epochs, ``lm-eval-pdd make-ordered`` fine-tunes the base model (default: the
 default model, SmolLM2-135M-Instruct) on the first N examples of a file in their canonical order;
@@ -16,48 +16,18 @@ and the script prints one Markdown row per run: p-value, t, mean difference, wal
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from _common import cpu_name
+from _common import cpu_name, lm_eval_run
 
 
 def run_task(model: Path | str, data: Path, out: Path, shards: int, permutations: int, batch_size: int) -> tuple:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    tasks_path = subprocess.run(
-        [str(Path(sys.executable).with_name("lm-eval-pdd")), "tasks-path"], capture_output=True, text=True, check=True
-    ).stdout.strip()
     metadata = {"data_files": str(data), "num_shards": shards, "permutations": permutations}
-    command = [
-        str(Path(sys.executable).with_name("lm_eval")),
-        "--model",
-        "hf",
-        "--model_args",
-        f"pretrained={model},dtype=float32",
-        "--device",
-        "cpu",
-        "--include_path",
-        tasks_path,
-        "--tasks",
-        "pdd_exchangeability",
-        "--batch_size",
-        str(batch_size),
-        "--metadata",
-        json.dumps(metadata),
-        "--output_path",
-        str(out),
-    ]
-    began = time.perf_counter()
-    process = subprocess.run(command, env=env, capture_output=True, text=True)
-    seconds = time.perf_counter() - began
-    if process.returncode != 0:
-        raise RuntimeError(f"lm_eval failed:\n{process.stderr[-4000:]}")
-    results = json.loads(sorted(out.rglob("results_*.json"))[-1].read_text())["results"]["pdd_exchangeability"]
-    return results, seconds
+    seconds, results = lm_eval_run(model, "pdd_exchangeability", out, metadata=metadata, batch_size=batch_size)
+    return results["results"]["pdd_exchangeability"], seconds
 
 
 def main() -> int:

@@ -21,23 +21,18 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import os
 import re
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from _common import cpu_name
+from _common import cpu_name, lm_eval_run
 
-from pdd_tasks.loading.files import read_json, read_jsonl
-from pdd_tasks.tools.cli import tasks_path
+from pdd_tasks.loading.files import read_jsonl
 from pdd_tasks.tools.default_model import ensure_default_model
 
 
-ENV = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
 DATA = Path(__file__).resolve().parents[1] / "pdd_tasks" / "data" / "wikimia"
 
 
@@ -55,35 +50,6 @@ def random_bert_base(directory: Path, texts: list[str]) -> Path:
     BertForMaskedLM(BertConfig(vocab_size=len(vocab))).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
-
-
-def lm_eval_run(model: Path, out: Path, length: int, limit: int, metadata: dict) -> tuple[float, dict]:
-    """Wall time of one ``lm_eval`` run and its results JSON."""
-    command = [
-        str(Path(sys.executable).with_name("lm_eval")),
-        "--model",
-        "hf",
-        "--model_args",
-        f"pretrained={model},dtype=float32",
-        "--device",
-        "cpu",
-        "--batch_size",
-        "8",
-        "--include_path",
-        str(tasks_path()),
-        "--tasks",
-        f"pdd_wikimia_{length}",
-        "--limit",
-        str(limit),
-        "--metadata",
-        json.dumps(metadata),
-        "--output_path",
-        str(out),
-    ]
-    start = time.perf_counter()
-    subprocess.run(command, env=ENV, check=True, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    return seconds, read_json(sorted(out.rglob("results_*.json"))[-1])
 
 
 def main() -> None:
@@ -110,9 +76,11 @@ def main() -> None:
         generation = time.perf_counter() - start - loaded
         print(f"neighbour generation: load {loaded:.1f} s, {generation:.1f} s for {len(made)} texts")
 
-        base_s, base = lm_eval_run(model, scratch / "base", args.length, args.limit, {})
+        base_s, base = lm_eval_run(model, f"pdd_wikimia_{args.length}", scratch / "base", limit=args.limit)
         meta = {"neighbor_model": str(mlm), "neighbor_count": args.count}
-        nbr_s, nbr = lm_eval_run(model, scratch / "neighbor", args.length, args.limit, meta)
+        nbr_s, nbr = lm_eval_run(
+            model, f"pdd_wikimia_{args.length}", scratch / "neighbor", limit=args.limit, metadata=meta
+        )
 
     task = f"pdd_wikimia_{args.length}"
     per100 = 100 / args.limit

@@ -15,33 +15,13 @@ The load (``os.getloadavg``) is printed before and after: the machine is shared.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-from _common import cpu_name
+from _common import cpu_name, lm_eval_run
 
-from pdd_tasks.loading.files import read_json, read_jsonl
-from pdd_tasks.tools.cli import tasks_path
+from pdd_tasks.loading.files import read_jsonl
 from pdd_tasks.tools.default_model import ensure_default_model
-
-
-def lm_eval(model: Path, task: str, limit: int, batch_size: int, out: Path, home: Path, metadata: dict) -> float:
-    """One ``lm_eval`` run; its wall time in seconds."""
-    command = [
-        str(Path(sys.executable).with_name("lm_eval")),
-        *("--model", "hf", "--model_args", f"pretrained={model},dtype=float32", "--device", "cpu"),
-        *("--include_path", str(tasks_path()), "--tasks", task, "--limit", str(limit)),
-        *("--batch_size", str(batch_size), "--output_path", str(out), "--log_samples"),
-        *(["--metadata", json.dumps(metadata)] if metadata else []),
-    ]
-    env = dict(os.environ, LM_EVAL_PDD_HOME=str(home), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
-    began = time.perf_counter()
-    subprocess.run(command, check=True, env=env, capture_output=True, text=True)
-    return time.perf_counter() - began
 
 
 def main() -> None:
@@ -65,11 +45,19 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for index, (name, metadata) in enumerate(runs):
         out = args.out / f"run{index}"
-        wall = lm_eval(model, args.task, args.limit, args.batch_size, out, home, metadata)
+        wall, results = lm_eval_run(
+            model,
+            args.task,
+            out,
+            metadata=metadata,
+            limit=args.limit,
+            batch_size=args.batch_size,
+            log_samples=True,
+            env={"LM_EVAL_PDD_HOME": str(home)},
+        )
         if not metadata:
             print(f"| {name} | {wall:.1f} | - | - | - | - |")
             continue
-        results = read_json(sorted(out.rglob("results_*.json"))[-1])
         used = results["configs"][args.task]["metadata"]["small_ref_used"]
         samples = read_jsonl(sorted(out.rglob(f"samples_{args.task}_*.jsonl"))[-1])
         worst = max(abs(sample["small_ref_auc"][0]) for sample in samples)

@@ -2,7 +2,7 @@
 
     python benchmarks/stderr_cost.py OUTPUT_PATH [--task pdd_wikimia_32] [--repeats 3]
 
-Reads a run made with ``--log_samples`` (e.g. the README's pdd_wikimia_32 run) and times, on its
+Reads a run made with ``--log_samples`` (e.g. the pdd_wikimia_32 run of docs/report.md) and times, on its
 own per-text items, exactly what the harness does after scoring: (a) every metric's aggregation,
 (b) every metric's standard error through the hook the harness calls (``stderr_for_metric`` with
 the run's ``bootstrap_iters``), the blind baseline's classifier fit counted apart. Each is the

@@ -26,29 +26,16 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
-import platform
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from _common import cpu_name
+from _common import machine
 
 
 REPO = Path(__file__).resolve().parents[1]
 PILE = REPO.parent / "shared" / "data" / "pile-test-sample" / "pile_test_sample.jsonl.gz"
-
-
-def machine() -> str:
-    cpu = cpu_name()
-    import tokenizers
-    import transformers
-
-    return (
-        f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"tokenizers {tokenizers.__version__}, transformers {transformers.__version__}"
-    )
 
 
 def main() -> None:
@@ -125,7 +112,10 @@ def main() -> None:
     medians = {name: statistics.median(values) for name, values in times.items()}
     base = medians[next(iter(runs))]
     chars = sum(map(len, texts))
-    print(f"Machine: {machine()}")
+    import tokenizers
+    import transformers
+
+    print("Machine:", machine(f"tokenizers {tokenizers.__version__}", f"transformers {transformers.__version__}"))
     print(
         f"Texts: {len(texts)} Pile-sample documents ({chars:,} characters), {encoded_tokens:,} tokens encoded, "
         f"{counted:,} counted (first 1024 per document); batch size {args.batch_size}, all cores "

@@ -20,13 +20,12 @@ non-members) of the approximate scores next to the exact AUC.
 from __future__ import annotations
 
 import argparse
-import platform
 import time
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from _common import cpu_name
+from _common import machine
 from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 from scipy.stats import spearmanr
@@ -34,13 +33,6 @@ from scipy.stats import spearmanr
 from pdd_metrics import approximate_mu_sigma, min_k_plus_plus_score, roc_auc
 from pdd_tasks.tools.cli import tasks_path
 from pdd_tasks.tools.default_model import ensure_default_model
-
-
-def machine() -> str:
-    cpu = cpu_name()
-    return (
-        f"{cpu}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, Python {platform.python_version()}"
-    )
 
 
 def text_distributions(lm: HFLM, texts: list[str], batch_size: int):
@@ -112,7 +104,11 @@ def main() -> None:
     print(
         f"task {args.task}: {len(texts)} texts, {positions} token positions, |V| = {vocab}, model {model_dir.name} (float32)"
     )
-    print(f"machine: {machine()}; {time.perf_counter() - started:.0f} s")
+    print(
+        "machine: "
+        + machine(f"{torch.get_num_threads()} torch threads", f"torch {torch.__version__}")
+        + f"; {time.perf_counter() - started:.0f} s"
+    )
     print(f"Min-K%++ (k = {args.min_k_pp}) AUC with exact mu/sigma: {exact_auc:.4f}\n")
     print(
         "| top-k | abs. error of mu_i (mean / median / p95) | abs. error of sigma_i (mean / median / p95) "
