@@ -25,7 +25,7 @@ from _common import answer_and_score, machine, pdd_and_stock_requests
 from lm_eval.models.openai_completions import LocalCompletionsAPI
 from lm_eval.tasks import TaskManager
 
-from pdd_tasks.backends.completions import install_api_capture
+from pdd_tasks import lm_eval_patches
 from pdd_tasks.tools.cli import tasks_path
 from pdd_tasks.tools.default_model import default_gguf_path, ensure_default_model
 from pdd_tasks.tools.gguf_server import running_server
@@ -48,7 +48,7 @@ def main() -> None:
     task = manager.load(args.task)["tasks"][args.task]
     docs = list(task.test_docs())[: args.texts]
     pdd_requests, stock_requests = pdd_and_stock_requests(task, docs, args.task)
-    install_api_capture()
+    lm_eval_patches.apply()
 
     with running_server(
         default_gguf_path(), n_ctx=args.n_ctx, n_threads=args.threads, n_threads_batch=args.threads

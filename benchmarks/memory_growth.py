@@ -107,10 +107,10 @@ def child(config: dict) -> dict:
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
 
+    from pdd_tasks import lm_eval_patches
     from pdd_tasks.backends.base import PerTokenRequest
-    from pdd_tasks.backends.hf import install_hf_capture
 
-    install_hf_capture()
+    lm_eval_patches.apply()
     torch.set_num_threads(config["threads"])
     lm = HFLM(
         pretrained=config["model"],

@@ -29,7 +29,7 @@ from _common import answer_and_score, cpu_name, pdd_and_stock_requests
 from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
-from pdd_tasks.backends.hf import install_hf_capture
+from pdd_tasks import lm_eval_patches
 from pdd_tasks.registry import ScoringSettings, TextInputs, score_text
 from pdd_tasks.tools.cli import tasks_path
 from pdd_tasks.tools.default_model import ensure_default_model
@@ -68,7 +68,7 @@ def main() -> None:
     parser.add_argument("--bf16", action="store_true", help="also time the pdd path with a bfloat16 model")
     args = parser.parse_args()
 
-    install_hf_capture()
+    lm_eval_patches.apply()
     model_dir = ensure_default_model()
     lm = HFLM(pretrained=str(model_dir), device="cpu", batch_size=args.batch_size, dtype="float32")
     task = TaskManager(include_path=tasks_path()).load(args.task)["tasks"][args.task]

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from _common import cpu_name
 
+from pdd_tasks import lm_eval_patches
 from pdd_tasks.tasks import aggregations
 from pdd_tasks.tools.report import find_runs
 
@@ -59,7 +60,7 @@ def main() -> None:
     items = items_by_metric(samples, metrics)
     model_metrics = [m for m in metrics if not m.startswith(aggregations.BLIND + "_")]
     blind_metrics = [m for m in metrics if m.startswith(aggregations.BLIND + "_")]
-    aggregations.install_stderr()
+    lm_eval_patches.apply()
     import lm_eval.evaluator_utils as evaluator_utils
 
     def aggregate(names):

@@ -1,38 +1,65 @@
-"""Errors a user can fix, and how the command line shows them.
+"""Errors a user can fix, and how a command line shows them.
 
 A :class:`UserError` says what was wrong, what was expected and the fix; its traceback is noise to
-the user. ``lm_eval`` does not catch the exceptions a task raises while it is loaded (or scored), so
-:func:`install_excepthook` (called when the pdd task classes are imported) makes an uncaught
-:class:`UserError` print as one line, ``<ErrorType>: <message>``, and exit with status 1. Every
-other exception keeps its full traceback; ``LM_EVAL_PDD_TRACEBACK=1`` shows the traceback of a
-:class:`UserError` too.
+the user. A command line shows it as one message, ``error: <ErrorType>: <message>``, and exits with
+status 1 (:func:`user_error_message`); ``LM_EVAL_PDD_TRACEBACK=1`` shows the traceback too
+(:func:`traceback_wanted`). Every other exception keeps its full traceback.
+
+Where that happens: ``lm-eval-pdd`` (:func:`pdd_tasks.tools.cli.main`) and
+``python -m pdd_tasks.backends`` catch a :class:`UserError` themselves
+(:func:`run_reporting_user_errors`). lm-eval's own ``lm_eval``
+command does not catch the exceptions a task raises while it is loaded or scored, so there
+:func:`pdd_tasks.lm_eval_patches.apply` sets :func:`excepthook_showing_user_errors` as
+``sys.excepthook``, in that program only (see that module). This module changes no global state.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 
 
 class UserError(ValueError):
     """A mistake in the user's input (a file, a setting, an argument); the message names the fix."""
 
 
-def _show_user_errors(previous):
+def traceback_wanted() -> bool:
+    """Whether the user asked for the traceback of a :class:`UserError` (``LM_EVAL_PDD_TRACEBACK=1``)."""
+    return os.environ.get("LM_EVAL_PDD_TRACEBACK", "") not in ("", "0")
+
+
+def user_error_message(error: BaseException) -> str:
+    """How a command line shows a :class:`UserError`: its type and message, and how to see more."""
+    return f"\nerror: {type(error).__name__}: {error}\n(set LM_EVAL_PDD_TRACEBACK=1 to see the traceback)"
+
+
+def report_user_error(error: UserError) -> int:
+    """Print ``error`` as :func:`user_error_message` on stderr and return the exit status, 1."""
+    print(user_error_message(error), file=sys.stderr)
+    return 1
+
+
+def excepthook_showing_user_errors(previous):
+    """A ``sys.excepthook`` that prints an uncaught :class:`UserError` as its message alone (unless
+    :func:`traceback_wanted`) and hands every other exception to ``previous``."""
+
     def hook(kind, error, traceback):
-        if isinstance(error, UserError) and os.environ.get("LM_EVAL_PDD_TRACEBACK", "") in ("", "0"):
-            print(
-                f"\nerror: {kind.__name__}: {error}\n(set LM_EVAL_PDD_TRACEBACK=1 to see the traceback)",
-                file=sys.stderr,
-            )
+        if isinstance(error, UserError) and not traceback_wanted():
+            report_user_error(error)
             return
         previous(kind, error, traceback)
 
-    hook._pdd_user_errors = True
+    hook.__wrapped__ = previous
     return hook
 
 
-def install_excepthook() -> None:
-    """Show an uncaught :class:`UserError` as its message alone (idempotent)."""
-    if not getattr(sys.excepthook, "_pdd_user_errors", False):
-        sys.excepthook = _show_user_errors(sys.excepthook)
+def run_reporting_user_errors(main: Callable[[], int | None]) -> int:
+    """Run a command line's ``main`` and return its exit status; a :class:`UserError` it raises is
+    printed as :func:`user_error_message` (status 1), or re-raised if :func:`traceback_wanted`."""
+    try:
+        return main() or 0
+    except UserError as error:
+        if traceback_wanted():
+            raise
+        return report_user_error(error)

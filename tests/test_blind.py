@@ -11,6 +11,7 @@ import pytest
 
 from pdd_metrics import roc_auc
 from pdd_metrics.blind import blind_scores
+from pdd_tasks import lm_eval_patches
 from pdd_tasks.tasks import aggregations
 from pdd_tasks.tools.cli import main
 
@@ -103,5 +104,5 @@ def test_blind_metrics_are_nan_not_a_failed_run_with_one_text_of_a_class():
     items = [("a b", 1), ("c d", 1), ("e f", 0)]
     aggregate = aggregations.BLIND_AGGREGATIONS["auc"]
     assert np.isnan(aggregate(items))
-    aggregations.install_stderr()
+    lm_eval_patches.apply()
     assert evaluator_utils.stderr_for_metric(aggregate, 100)(items) == "N/A"

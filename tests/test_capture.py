@@ -10,9 +10,7 @@ from conftest import tasks_path
 from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
-from pdd_tasks.backends import base as capture
 from pdd_tasks.backends.base import ModelInfo, TokenScores
-from pdd_tasks.backends.hf import install_hf_capture
 from pdd_tasks.tasks.base import BackendWithoutTokenLogprobs
 
 
@@ -41,21 +39,7 @@ def test_token_scores_survive_pickling_for_use_cache():
     assert restored.model == INFO
 
 
-def test_unsupported_lm_eval_version_fails_loudly(monkeypatch):
-    monkeypatch.setattr(capture.importlib.metadata, "version", lambda name: "0.4.99")
-    with pytest.raises(RuntimeError, match=r"written for lm-eval 0\.4\.13, but lm-eval 0\.4\.99 is installed"):
-        capture.check_lm_eval_version()
-
-
-def test_install_is_idempotent():
-    install_hf_capture()
-    first = HFLM.loglikelihood
-    install_hf_capture()
-    assert HFLM.loglikelihood is first
-    assert first._pdd_capture
-
-
-def test_hf_pdd_is_a_registered_hflm_with_the_grafted_method():
+def test_hf_pdd_is_a_registered_hflm_subclass():
     from lm_eval.api.registry import get_model
 
     from pdd_tasks.backends.hf import PerTokenHFLM
@@ -63,8 +47,7 @@ def test_hf_pdd_is_a_registered_hflm_with_the_grafted_method():
     assert get_model("hf-pdd") is PerTokenHFLM
     assert issubclass(PerTokenHFLM, HFLM)
     assert get_model("hf") is HFLM  # registering hf-pdd leaves lm-eval's own names in place
-    install_hf_capture()
-    assert HFLM.loglikelihood is PerTokenHFLM.loglikelihood  # one implementation, two ways in
+    assert "loglikelihood" in vars(PerTokenHFLM) and {"rank", "world_size"} <= set(vars(PerTokenHFLM))
 
 
 def test_mixed_requests_keep_their_order_and_stock_answers(tiny_model):

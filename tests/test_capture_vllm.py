@@ -14,12 +14,12 @@ import torch
 from lm_eval.api.instance import Instance
 
 from pdd_metrics import approximate_mu_sigma
+from pdd_tasks import lm_eval_patches
 from pdd_tasks.backends.base import PerTokenRequest, TextTooLongError, TokenScores
 from pdd_tasks.backends.vllm import (
+    VLLM_MODULE,
     LogprobRequest,
-    install_vllm_capture,
     parse_prompt_logprobs,
-    patch_vllm_class,
     sampling_params,
     score_per_token_vllm,
 )
@@ -57,9 +57,7 @@ def hf_scores(tiny_model):
     """The reference: the HF capture's answers for TEXTS (exact mu/sigma over the full vocabulary)."""
     from lm_eval.models.huggingface import HFLM
 
-    from pdd_tasks.backends.hf import install_hf_capture
-
-    install_hf_capture()
+    lm_eval_patches.apply()
     lm = HFLM(pretrained=str(tiny_model), batch_size=2, device="cpu")
     return lm.loglikelihood([per_token(text, i) for i, text in enumerate(TEXTS)], disable_tqdm=True)
 
@@ -208,11 +206,17 @@ def test_mixed_settings_in_one_batch_keep_request_order(vllm_lm):
         assert list(answer.token_ids) == vllm_lm.tok_encode(request.args[1], add_special_tokens=False)
 
 
-def test_patched_loglikelihood_answers_per_token_requests_and_passes_others_on(tiny_model):
+def test_patched_loglikelihood_answers_per_token_requests_and_passes_others_on(tiny_model, monkeypatch):
+    import sys
+    from types import SimpleNamespace
+
     cls = real_vllm_class() or StandInVLLM
-    patch_vllm_class(cls)
-    patch_vllm_class(cls)  # idempotent
-    assert cls.loglikelihood._pdd_capture
+    if cls is StandInVLLM:  # lm-eval's vLLM module cannot be imported here: the stand-in plays it
+        monkeypatch.setitem(sys.modules, VLLM_MODULE, SimpleNamespace(VLLM=StandInVLLM))
+    lm_eval_patches.apply()
+    patched = cls.loglikelihood
+    lm_eval_patches.apply()  # idempotent
+    assert cls.loglikelihood is patched and "vllm-loglikelihood" in lm_eval_patches.applied()
     lm = make_vllm_lm(tiny_model, max_model_len=256)
     answers = lm.loglikelihood([per_token(TEXTS[0]), Instance("loglikelihood", {}, ("The", " end"), 0)])
     assert isinstance(answers[0], TokenScores) and not isinstance(answers[1], TokenScores)
@@ -220,12 +224,13 @@ def test_patched_loglikelihood_answers_per_token_requests_and_passes_others_on(t
     assert answers[0][0] == pytest.approx(float(answers[0].logprobs.sum()), abs=1e-4)
 
 
-def test_install_is_a_no_op_without_the_vllm_backend(monkeypatch):
+def test_the_patch_is_a_no_op_without_the_vllm_backend(monkeypatch):
     import sys
 
-    monkeypatch.delitem(sys.modules, "lm_eval.models.vllm_causallms", raising=False)
-    install_vllm_capture()  # nothing imported, nothing patched, no error
-    assert "lm_eval.models.vllm_causallms" not in sys.modules
+    monkeypatch.delitem(sys.modules, VLLM_MODULE, raising=False)
+    lm_eval_patches.apply()  # nothing imported, nothing patched, no error
+    assert VLLM_MODULE not in sys.modules
+    assert "vllm-loglikelihood" not in lm_eval_patches.applied()
 
 
 def test_outputs_out_of_order_are_refused(vllm_lm):

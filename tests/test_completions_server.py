@@ -131,9 +131,9 @@ def test_stock_llama_cpp_server_is_refused_with_its_faults_named(model_dir, tmp_
 def make_client(url, model_dir, **kwargs):
     from lm_eval.models.openai_completions import LocalCompletionsAPI
 
-    from pdd_tasks.backends.completions import install_api_capture
+    from pdd_tasks import lm_eval_patches
 
-    install_api_capture()
+    lm_eval_patches.apply()
     return LocalCompletionsAPI(
         model="smollm2", base_url=url, tokenizer=str(model_dir), tokenizer_backend="huggingface", **kwargs
     )
@@ -194,9 +194,10 @@ def test_capture_agrees_with_the_stock_harness_parser(server, model_dir):
 def test_chat_completions_backend_is_refused():
     from lm_eval.models.openai_completions import LocalChatCompletion
 
-    from pdd_tasks.backends.completions import ServerCheckError, install_api_capture
+    from pdd_tasks import lm_eval_patches
+    from pdd_tasks.backends.completions import ServerCheckError
 
-    install_api_capture()
+    lm_eval_patches.apply()
     chat = LocalChatCompletion(base_url="http://127.0.0.1:9/v1/chat/completions", tokenizer_backend=None)
     with pytest.raises(ServerCheckError, match="chat-only APIs cannot be used"):
         chat.loglikelihood(per_token_requests(["A text."]))

@@ -306,9 +306,9 @@ def model_dir(request, tiny_model, bos_model) -> Path:
 def hflm(model_dir):
     from lm_eval.models.huggingface import HFLM
 
-    from pdd_tasks.backends.hf import install_hf_capture
+    from pdd_tasks import lm_eval_patches
 
-    install_hf_capture()
+    lm_eval_patches.apply()
     return HFLM(pretrained=str(model_dir), batch_size=1, device="cpu")
 
 

@@ -109,8 +109,11 @@ def test_undefined_variance_and_unresolved_budgets():
 
 
 def test_harness_gets_our_stderr_for_our_aggregations_only():
-    aggregations.install_stderr()
     from lm_eval import evaluator_utils
+
+    from pdd_tasks import lm_eval_patches
+
+    lm_eval_patches.apply()
 
     scores, labels = sample(60, 80)
     items = list(zip(scores.tolist(), labels.tolist(), strict=True))

@@ -4,9 +4,10 @@ AUCs as one process, through the real ``accelerate`` and ``lm_eval`` command lin
 On CPU, ``ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes 2`` starts two
 processes that talk over gloo (accelerate's MULTI_CPU); ``accelerate launch --cpu --num_processes 2``
 starts only one (accelerate 1.15's simple launcher; more needs ``--mpirun_hostfile``). lm-eval's
-HFLM would then have each process score every document; pdd_tasks.backends.base makes it take rank and
-world size from accelerate (see ``_install_cpu_data_parallel``), so the harness splits the documents
-and gathers the metrics on rank 0.
+HFLM would then have each process score every document; patch ``hf-cpu-processes`` of
+pdd_tasks.lm_eval_patches makes it take rank and world size from accelerate
+(``pdd_tasks.backends.cpu_parallel``), so the harness splits the documents and gathers the metrics
+on rank 0.
 """
 
 from __future__ import annotations

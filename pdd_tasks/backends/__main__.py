@@ -3,16 +3,29 @@ backends registered first, so ``--model hf-pdd`` is a known model name.
 
 The plain ``lm_eval`` command creates the model before it imports any task module
 (docs/architecture.md, "Order in an lm_eval run"), so it cannot know a name that only this package
-registers; there, ``--model hf`` with a pdd task gets the same per-token capture through the graft
-of :func:`pdd_tasks.backends.hf.install_hf_capture`.
+registers; there, ``--model hf`` with a pdd task gets the same per-token capture from patch
+``hf-loglikelihood`` of :mod:`pdd_tasks.lm_eval_patches`. Here the patches are applied before lm-eval
+starts, and a user's mistake (``UserError``) is shown as its message with exit status 1
+(:func:`pdd_tasks.errors.run_reporting_user_errors`; no excepthook is set).
 """
 
 import sys
 
 from lm_eval.__main__ import cli_evaluate
 
-import pdd_tasks.backends.hf  # noqa: F401  (registers hf-pdd with lm-eval)
+from pdd_tasks import lm_eval_patches  # imports pdd_tasks.backends.hf, which registers hf-pdd
+from pdd_tasks.errors import run_reporting_user_errors
+
+
+def main() -> int:
+    """Apply the lm-eval patches, then run lm-eval's command line; returns the exit status."""
+
+    def run() -> None:
+        lm_eval_patches.apply()
+        cli_evaluate()
+
+    return run_reporting_user_errors(run)
 
 
 if __name__ == "__main__":
-    sys.exit(cli_evaluate())
+    sys.exit(main())

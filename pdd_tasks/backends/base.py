@@ -4,9 +4,10 @@ lm-eval backends answer a loglikelihood request with ``(sum_logprob, is_greedy)`
 per-token values away. The pdd tasks send :class:`PerTokenRequest` s instead, and each backend's
 capture (:mod:`pdd_tasks.backends.hf`, :mod:`pdd_tasks.backends.vllm`,
 :mod:`pdd_tasks.backends.completions`) answers them with a :class:`TokenScores`: the same tuple,
-carrying the arrays as attributes. :func:`route_requests` (grafted by :func:`wrap_loglikelihood`)
-sends the pdd requests of a run to the capture and every other request to the stock method,
-unchanged. Every capture answers with the same loop, :func:`answer_per_token`: encode each text after
+carrying the arrays as attributes. :func:`route_requests` sends the pdd requests of a run to the
+capture and every other request to the stock method, unchanged; the backend classes' ``loglikelihood``
+calls it (``PerTokenHFLM`` as a subclass, lm-eval's own classes through
+:mod:`pdd_tasks.lm_eval_patches`). Every capture answers with the same loop, :func:`answer_per_token`: encode each text after
 the start token (:func:`encode_text`, within the backend's :class:`ContextLimit`), sort and batch as
 lm-eval does, answer a batch (the only backend-specific step), feed the cache hook, restore the order.
 See docs/architecture.md.
@@ -14,7 +15,6 @@ See docs/architecture.md.
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -28,9 +28,6 @@ from pdd_tasks.errors import UserError
 
 
 logger = logging.getLogger(__name__)
-
-# The capture re-implements the batching of HFLM._loglikelihood_tokens of this release.
-SUPPORTED_LM_EVAL_VERSIONS = ("0.4.13",)
 
 
 @dataclass(frozen=True)
@@ -114,16 +111,6 @@ class EmptyTextError(UserError):
     """A text with no token to score after the start token."""
 
 
-def check_lm_eval_version() -> None:
-    installed = importlib.metadata.version("lm_eval")
-    if installed not in SUPPORTED_LM_EVAL_VERSIONS:
-        raise RuntimeError(
-            f"lm-eval-pdd's per-token capture for the HF backend was written for lm-eval "
-            f"{', '.join(SUPPORTED_LM_EVAL_VERSIONS)}, but lm-eval {installed} is installed. "
-            f"Install a supported version: pip install 'lm-eval[hf,api]=={SUPPORTED_LM_EVAL_VERSIONS[-1]}'"
-        )
-
-
 def route_requests(lm, requests: list, stock_loglikelihood, score_per_token, disable_tqdm: bool = False, **kwargs):
     """Answer a run's loglikelihood requests: :class:`PerTokenRequest` s by ``score_per_token``, the others
     by ``stock_loglikelihood``, in one call each, and the answers back in request order.
@@ -148,39 +135,6 @@ def route_requests(lm, requests: list, stock_loglikelihood, score_per_token, dis
     per_token = [request for request, wants in zip(requests, wants_tokens, strict=True) if wants]
     captured = iter(score_per_token(lm, per_token, disable_tqdm=disable_tqdm))
     return [next(captured) if wants else next(stock) for wants in wants_tokens]
-
-
-def is_grafted(method) -> bool:
-    """Whether ``method`` is one of this package's wrappers (what makes every install idempotent)."""
-    return getattr(method, "_pdd_capture", False)
-
-
-def graft(cls: type, name: str, method) -> None:
-    """Set ``cls.<name> = method``, marked as grafted (:func:`is_grafted`); a method without a
-    docstring takes the stock one."""
-    method._pdd_capture = True
-    if method.__doc__ is None:
-        method.__doc__ = getattr(getattr(cls, name), "__doc__", None)
-    setattr(cls, name, method)
-
-
-def wrap_loglikelihood(cls: type, score_per_token) -> None:
-    """Make ``cls.loglikelihood`` answer :class:`PerTokenRequest` s with
-    ``score_per_token(lm, requests, disable_tqdm=...)`` (a list of :class:`TokenScores`, in request
-    order); every other request goes to the stock method, in one call, unchanged. Idempotent.
-
-    Args:
-        cls: a backend class (lm-eval's ``VLLM``, ``LocalCompletionsAPI``, ...).
-        score_per_token: the backend's per-token capture (:func:`answer_per_token` inside).
-    """
-    if is_grafted(cls.loglikelihood):
-        return
-    stock_loglikelihood = cls.loglikelihood
-
-    def loglikelihood(self, requests, disable_tqdm: bool = False, **kwargs):
-        return route_requests(self, requests, stock_loglikelihood, score_per_token, disable_tqdm, **kwargs)
-
-    graft(cls, "loglikelihood", loglikelihood)
 
 
 class EncodedText(NamedTuple):

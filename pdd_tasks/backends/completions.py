@@ -2,8 +2,10 @@
 
 lm-eval's ``LocalCompletionsAPI`` asks a ``/v1/completions`` server for a loglikelihood with
 ``echo: true, logprobs: 1, max_tokens: 1`` (the prompt sent as token ids), sums the echoed prompt
-log-probs and discards them. :func:`install_api_capture` teaches its ``loglikelihood`` to answer the
-pdd tasks' :class:`~pdd_tasks.backends.base.PerTokenRequest` s with a :class:`~pdd_tasks.backends.base.TokenScores`:
+log-probs and discards them. :func:`score_per_token_api` answers the pdd tasks'
+:class:`~pdd_tasks.backends.base.PerTokenRequest` s with a :class:`~pdd_tasks.backends.base.TokenScores`
+(its ``loglikelihood`` routes them here: patch ``completions-loglikelihood`` of
+:mod:`pdd_tasks.lm_eval_patches`):
 
 * one request per text (batches of ``batch_size`` texts per HTTP request and ``num_concurrent``
   requests in flight, as the stock client sends them), the same payload with ``logprobs`` = k
@@ -21,7 +23,9 @@ message naming the fault when the server cannot give correct prompt log-probs: n
 position they are reported at (llama-cpp-python's stock server shifts them by one position,
 abetlen/llama-cpp-python#1983). A broken server never yields a table of chance-level numbers.
 
-Every other request of the run goes to the stock method unchanged.
+Every other request of the run goes to the stock method unchanged. The chat-completions clients
+cannot give prompt log-probs at all: :func:`refuse_chat_completions` says so (patch
+``chat-completions-refusal``).
 """
 
 from __future__ import annotations
@@ -43,8 +47,6 @@ from pdd_tasks.backends.base import (
     TokenScores,
     answer_groups,
     answer_per_token,
-    check_lm_eval_version,
-    wrap_loglikelihood,
 )
 from pdd_tasks.errors import UserError
 
@@ -84,39 +86,34 @@ class ProbeReport:
     alternatives_max: int
 
 
-def install_api_capture() -> None:
-    """Make ``LocalCompletionsAPI.loglikelihood`` (and so ``openai-completions``) answer
-    :class:`PerTokenRequest` s with :class:`TokenScores`; make the chat-completions backends refuse
-    them with a clear message. Idempotent; other requests reach the stock methods unchanged."""
-    from lm_eval.models.openai_completions import LocalChatCompletion, LocalCompletionsAPI
+def refuse_chat_completions(lm, requests: list) -> None:
+    """Refuse per-token requests sent to a chat-completions client (``local-chat-completions``,
+    ``openai-chat-completions``) with a message naming the backend that can answer them.
 
-    check_lm_eval_version()
-    wrap_loglikelihood(LocalCompletionsAPI, score_per_token_api)
-
-    if not getattr(LocalChatCompletion.loglikelihood, "_pdd_capture", False):
-        stock_chat = LocalChatCompletion.loglikelihood
-
-        def chat_loglikelihood(self, requests, *args, **kwargs):
-            if any(isinstance(request, PerTokenRequest) for request in requests):
-                raise ServerCheckError(
-                    f"--model {_backend_name(self)}: a chat-completions API returns no prompt log-probs "
-                    f"(echo), so chat-only APIs cannot be used for pretraining-data detection. Use "
-                    f"--model local-completions with a /v1/completions server: {GOOD_SERVERS}."
-                )
-            return stock_chat(self, requests, *args, **kwargs)
-
-        chat_loglikelihood._pdd_capture = True
-        chat_loglikelihood.__doc__ = stock_chat.__doc__
-        LocalChatCompletion.loglikelihood = chat_loglikelihood
+    Raises:
+        ServerCheckError: a request is a :class:`PerTokenRequest`.
+    """
+    if any(isinstance(request, PerTokenRequest) for request in requests):
+        raise ServerCheckError(
+            f"--model {_backend_name(lm)}: a chat-completions API returns no prompt log-probs "
+            f"(echo), so chat-only APIs cannot be used for pretraining-data detection. Use "
+            f"--model local-completions with a /v1/completions server: {GOOD_SERVERS}."
+        )
 
 
 def _backend_name(lm) -> str:
-    from lm_eval.models.openai_completions import LocalChatCompletion, LocalCompletionsAPI, OpenAICompletionsAPI
+    from lm_eval.models.openai_completions import (
+        LocalChatCompletion,
+        LocalCompletionsAPI,
+        OpenAIChatCompletion,
+        OpenAICompletionsAPI,
+    )
 
     names = {
         LocalCompletionsAPI: "local-completions",
         OpenAICompletionsAPI: "openai-completions",
         LocalChatCompletion: "local-chat-completions",
+        OpenAIChatCompletion: "openai-chat-completions",
     }
     return names.get(type(lm), type(lm).__name__)
 

@@ -1,25 +1,28 @@
-"""Per-token log-prob capture for lm-eval's HF backend: ``--model hf-pdd``, and ``--model hf`` through a graft.
+"""Per-token log-prob capture for lm-eval's HF backend: ``--model hf-pdd``, and ``--model hf``.
 
 Every lm-eval backend answers a loglikelihood request with ``(sum_logprob, is_greedy)`` and
 throws the per-token values away. The pdd tasks need them (and, for Min-K%++, the mean and
 standard deviation of the log-prob distribution at every position), so they send
-:class:`~pdd_tasks.backends.base.PerTokenRequest` instances. :class:`PerTokenHFLM` is lm-eval's
-``HFLM`` whose ``loglikelihood`` answers those with a :class:`~pdd_tasks.backends.base.TokenScores`:
-the same ``(sum_logprob, is_greedy)`` tuple, carrying the arrays as attributes. All other requests
-of the run go to the stock method, unchanged. It is registered with lm-eval as ``hf-pdd``, the way
-``lm_eval/models/hf_steered.py`` adds ``steered`` to the HF backend.
+:class:`~pdd_tasks.backends.base.PerTokenRequest` instances. :func:`score_per_token_hf` answers
+those with a :class:`~pdd_tasks.backends.base.TokenScores`: the same ``(sum_logprob, is_greedy)``
+tuple, carrying the arrays as attributes. :class:`PerTokenHFLM` is lm-eval's ``HFLM`` whose
+``loglikelihood`` routes the per-token requests there and all other requests of the run to the
+stock method, unchanged. It is registered with lm-eval as ``hf-pdd``, the way
+``lm_eval/models/hf_steered.py`` adds ``steered`` to the HF backend: importing this module adds
+that name and changes nothing of lm-eval's own.
 
-The stock ``--model hf`` gets the same ``loglikelihood`` through :func:`install_hf_capture`, a
-guarded graft onto ``HFLM`` that the pdd tasks make when lm-eval loads them. lm-eval's CLI creates
-the model before it imports any task module, so a model name registered by a task module is not
-known yet when ``--model`` is read; but the model looks ``loglikelihood`` up on its class at
-answer time, so the graft takes effect in the same run (docs/architecture.md, "Order in an lm_eval
-run"). ``hf-pdd`` is known wherever :mod:`pdd_tasks.backends` is imported before the model is
-created: the Python API, and ``python -m pdd_tasks.backends`` (lm-eval's own CLI after that import).
+The stock ``--model hf`` gets the same routing from :mod:`pdd_tasks.lm_eval_patches` (patch
+``hf-loglikelihood``), applied when a pdd task is built. lm-eval's CLI creates the model before it
+imports any task module, so a model name registered by a task module is not known yet when
+``--model`` is read; but the model looks ``loglikelihood`` up on its class at answer time, so the
+patch takes effect in the same run (docs/architecture.md, "Order in an lm_eval run"). ``hf-pdd``
+is known wherever this module is imported before the model is created: the Python API, and
+``python -m pdd_tasks.backends`` (lm-eval's own CLI after that import).
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 
 import torch
@@ -33,28 +36,16 @@ from pdd_tasks.backends.base import (
     PerTokenRequest,
     TokenScores,
     answer_per_token,
-    check_lm_eval_version,
-    graft,
-    is_grafted,
     route_requests,
 )
-from pdd_tasks.backends.cpu_parallel import install_cpu_data_parallel
+from pdd_tasks.backends.cpu_parallel import adopt_accelerator_processes
 from pdd_tasks.backends.token_stats import position_stats
 
 
 logger = logging.getLogger(__name__)
 
-#: ``HFLM.loglikelihood`` as lm-eval defines it (read before any graft: the graft replaces it).
-STOCK_LOGLIKELIHOOD = getattr(HFLM.loglikelihood, "_pdd_stock", HFLM.loglikelihood)
-
-
-def per_token_loglikelihood(self, requests, disable_tqdm: bool = False, **kwargs):
-    """Answer :class:`PerTokenRequest` s with :func:`score_per_token_hf`, every other request with
-    the stock ``HFLM.loglikelihood`` (one call, unchanged); answers in request order."""
-    return route_requests(self, requests, STOCK_LOGLIKELIHOOD, score_per_token_hf, disable_tqdm, **kwargs)
-
-
-per_token_loglikelihood._pdd_stock = STOCK_LOGLIKELIHOOD
+#: ``HFLM.loglikelihood`` as lm-eval defines it (unwrapped, should lm_eval_patches have replaced it).
+STOCK_LOGLIKELIHOOD = inspect.unwrap(HFLM.loglikelihood)
 
 
 @register_model("hf-pdd")
@@ -63,29 +54,24 @@ class PerTokenHFLM(HFLM):
 
     ``loglikelihood`` hands :class:`PerTokenRequest` s to :func:`score_per_token_hf` and every other
     request to ``HFLM``'s own method, so stock tasks in the same run get exactly the stock answers.
-    Multi-process runs on CPU split the documents (:func:`install_cpu_data_parallel`).
+    Multi-process runs on CPU split the documents
+    (:func:`~pdd_tasks.backends.cpu_parallel.adopt_accelerator_processes`).
     """
 
-    loglikelihood = per_token_loglikelihood
+    def loglikelihood(self, requests, disable_tqdm: bool = False, **kwargs):
+        """Answer :class:`PerTokenRequest` s with :func:`score_per_token_hf`, every other request with
+        the stock ``HFLM.loglikelihood`` (one call, unchanged); answers in request order."""
+        return route_requests(self, requests, STOCK_LOGLIKELIHOOD, score_per_token_hf, disable_tqdm, **kwargs)
 
-    def __init__(self, *args, **kwargs) -> None:
-        check_lm_eval_version()
-        super().__init__(*args, **kwargs)
+    @property
+    def rank(self):
+        adopt_accelerator_processes(self)
+        return super().rank
 
-
-install_cpu_data_parallel(PerTokenHFLM)
-
-
-def install_hf_capture() -> None:
-    """Give the stock ``HFLM`` (``--model hf``) the ``loglikelihood`` of :class:`PerTokenHFLM`.
-
-    Idempotent (a grafted method is marked). Requests of every other type reach the stock method
-    exactly as before. Also lets multi-process CPU runs split the documents.
-    """
-    check_lm_eval_version()
-    if not is_grafted(HFLM.loglikelihood):
-        graft(HFLM, "loglikelihood", per_token_loglikelihood)
-    install_cpu_data_parallel(HFLM)
+    @property
+    def world_size(self):
+        adopt_accelerator_processes(self)
+        return super().world_size
 
 
 def hf_model_info(lm) -> ModelInfo:

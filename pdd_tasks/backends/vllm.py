@@ -2,9 +2,10 @@
 
 The stock backend (``lm_eval/models/vllm_causallms.py``, class ``VLLM``) sends every loglikelihood
 request as one prompt with ``SamplingParams(prompt_logprobs=1)`` and sums the returned log-probs
-(``VLLM._parse_logprobs``). :func:`install_vllm_capture` teaches ``VLLM.loglikelihood`` to answer
-the pdd tasks' :class:`~pdd_tasks.backends.base.PerTokenRequest` s with a
-:class:`~pdd_tasks.backends.base.TokenScores` instead:
+(``VLLM._parse_logprobs``). :func:`score_per_token_vllm` answers the pdd tasks'
+:class:`~pdd_tasks.backends.base.PerTokenRequest` s with a :class:`~pdd_tasks.backends.base.TokenScores`
+instead (``VLLM.loglikelihood`` routes them here: patch ``vllm-loglikelihood`` of
+:mod:`pdd_tasks.lm_eval_patches`):
 
 * one prompt per text: the start token + the text's tokens, exactly as stock
   ``TemplateLM.loglikelihood`` builds them for an empty context, sent through the backend's own
@@ -23,9 +24,10 @@ the pdd tasks' :class:`~pdd_tasks.backends.base.PerTokenRequest` s with a
 
 The results JSON records which was used (``configs.<task>.metadata.token_scores.mu_sigma``).
 
-vLLM imports CUDA-only code, so nothing here imports it at module level: the capture is installed
-only when lm-eval has already imported its vLLM backend module, which the CLI does when it creates a
-``--model vllm`` model, before the tasks are loaded (docs/architecture.md, "Order in an lm_eval run").
+vLLM imports CUDA-only code, so nothing here imports it at module level: the routing is patched in
+only when lm-eval has already imported its vLLM backend module (:data:`VLLM_MODULE`), which the CLI
+does when it creates a ``--model vllm`` model, before the tasks are loaded (docs/architecture.md,
+"Order in an lm_eval run").
 
 Written against lm-eval 0.4.13 and vLLM 0.33.0 (``vllm/logprobs.py``: ``Logprob``,
 ``FlatLogprobs``, ``append_logprobs_for_next_position``; ``vllm/v1/engine/logprobs.py``:
@@ -53,13 +55,12 @@ from pdd_tasks.backends.base import (
     TokenScores,
     answer_groups,
     answer_per_token,
-    check_lm_eval_version,
-    wrap_loglikelihood,
 )
 
 
 logger = logging.getLogger(__name__)
 
+#: lm-eval's vLLM backend module (imports vllm; imported by lm-eval when a ``--model vllm`` model is made).
 VLLM_MODULE = "lm_eval.models.vllm_causallms"
 
 #: Exact mode: at most this many log-prob values (prompt tokens x |V|) per call to vLLM, which bounds
@@ -69,24 +70,6 @@ EXACT_ENTRIES_PER_BATCH = 2**24
 
 #: Positions per call of approximate_mu_sigma (bounds its (positions x entries) float64 arrays).
 _VALUES_PER_BLOCK = 2**22
-
-
-def install_vllm_capture() -> None:
-    """Make lm-eval's ``VLLM.loglikelihood`` answer :class:`PerTokenRequest` s with
-    :class:`TokenScores`, if lm-eval's vLLM backend is in use (its module imported).
-
-    Idempotent; a no-op where vLLM is not in use or not installed. Other requests reach the stock
-    method unchanged.
-    """
-    module = sys.modules.get(VLLM_MODULE)
-    if module is not None and hasattr(module, "VLLM"):
-        patch_vllm_class(module.VLLM)
-
-
-def patch_vllm_class(cls: type) -> None:
-    """Wrap ``cls.loglikelihood`` (lm-eval's ``VLLM`` or a class with its interface)."""
-    check_lm_eval_version()
-    wrap_loglikelihood(cls, score_per_token_vllm)
 
 
 # -- what to ask for ---------------------------------------------------------------------------

@@ -7,10 +7,14 @@ target), which the metric names state with ``<``.
 
 Standard errors: lm-eval 0.4.13 computes ``<metric>_stderr`` only for a fixed list of its own
 aggregations (``lm_eval.api.metrics.stderr_for_metric``; every other aggregation gets ``N/A``).
-:func:`install_stderr` extends that lookup, once per process, with :data:`STDERRS`: DeLong's
-closed form for AUC and a stratified bootstrap of ``bootstrap_iters`` draws (the number the
-harness passes; 100,000 by default) for TPR at FPR (:mod:`pdd_metrics.intervals`). Every other
-aggregation still goes to lm-eval's own function.
+:func:`stderr_for_metric` gives those of :data:`STDERRS`: DeLong's closed form for AUC and a
+stratified bootstrap of ``bootstrap_iters`` draws (the number the harness passes; 100,000 by
+default) for TPR at FPR (:mod:`pdd_metrics.intervals`). The harness asks it for them through patch
+``stderr-for-metric`` of :mod:`pdd_tasks.lm_eval_patches`; every other aggregation still goes to
+lm-eval's own function.
+
+A dataset of one class (e.g. cut so by ``--limit``) has no AUC or TPR: pdd_metrics' ``OneClassError``
+reaches the user as :class:`OneClassDataset`, a :class:`~pdd_tasks.errors.UserError` with the same message.
 
 The blind baseline (``blind_*`` metrics) is not a per-text method of the model, so it is not in
 the method registry: it is a classifier fitted across the dataset's texts. Its per-text items are
@@ -35,6 +39,7 @@ from pdd_metrics import (
     tpr_at_fpr,
 )
 from pdd_metrics.blind import TooFewTexts, blind_scores
+from pdd_metrics.evaluation import OneClassError
 from pdd_metrics.intervals import delong_auc_stderr, smallest_fpr_step, tpr_at_fpr_stderr
 from pdd_tasks.errors import UserError
 
@@ -89,6 +94,28 @@ def _warn_sample_size(labels: list[int]) -> None:
         )
 
 
+class OneClassDataset(UserError, OneClassError):
+    """The scored texts are all of one class (AUC and TPR are undefined); the message names the fix."""
+
+
+def _one_class_is_a_user_error(aggregate):
+    """``aggregate``, raising :class:`OneClassDataset` (a :class:`UserError`) where pdd_metrics raises
+    ``OneClassError``: the message is pdd_metrics', shown without a traceback."""
+
+    def checked(items) -> float:
+        try:
+            return aggregate(items)
+        except OneClassDataset:
+            raise
+        except OneClassError as error:
+            raise OneClassDataset(str(error)) from None
+
+    checked.__name__ = checked.__qualname__ = aggregate.__name__
+    checked.__doc__ = aggregate.__doc__
+    return checked
+
+
+@_one_class_is_a_user_error
 def auc(items) -> float:
     scores, labels = _unzip(items)
     _warn_sample_size(labels)
@@ -119,6 +146,7 @@ def _warn_if_unresolved(labels, max_fpr: float) -> None:
 
 
 def _tpr_metric(max_fpr: float):
+    @_one_class_is_a_user_error
     def aggregate(items) -> float:
         scores, labels = _unzip(items)
         _warn_if_unresolved(labels, max_fpr)
@@ -200,15 +228,17 @@ def metric_list(methods: tuple[str, ...]) -> list[dict]:
 
 
 def stderr_for_metric(metric, bootstrap_iters: int):
-    """lm-eval's ``stderr_for_metric`` extended with :data:`STDERRS`.
+    """The standard-error function of an aggregation of :data:`STDERRS`, as lm-eval's
+    ``stderr_for_metric`` returns one for its own aggregations (``None``: no standard error).
 
-    The harness calls it only when ``bootstrap_iters > 0`` (``bootstrap_iters=0`` turns every
+    The harness asks for one only when ``bootstrap_iters > 0`` (``bootstrap_iters=0`` turns every
     stderr off, ours included). An undefined standard error (fewer than 2 texts of a class) is
     ``N/A``, as the harness writes for one it cannot compute.
+
+    Raises:
+        KeyError: ``metric`` is not one of ours (lm-eval's own function answers for those).
     """
-    stderr = STDERRS.get(metric)
-    if stderr is None:
-        return _LM_EVAL_STDERR_FOR_METRIC(metric, bootstrap_iters)
+    stderr = STDERRS[metric]
     if bootstrap_iters <= 0:
         return None
 
@@ -217,23 +247,6 @@ def stderr_for_metric(metric, bootstrap_iters: int):
         return "N/A" if math.isnan(value) else value
 
     return compute
-
-
-_LM_EVAL_STDERR_FOR_METRIC = None
-
-
-def install_stderr() -> None:
-    """Make the harness use :func:`stderr_for_metric` (idempotent; called when a pdd task is built).
-
-    ``lm_eval.evaluator_utils`` imported ``stderr_for_metric`` by name, so that is the name replaced.
-    """
-    global _LM_EVAL_STDERR_FOR_METRIC
-    import lm_eval.evaluator_utils as evaluator_utils
-
-    if evaluator_utils.stderr_for_metric is stderr_for_metric:
-        return
-    _LM_EVAL_STDERR_FOR_METRIC = evaluator_utils.stderr_for_metric
-    evaluator_utils.stderr_for_metric = stderr_for_metric
 
 
 # -- unlabelled texts (pdd_custom without labels): items are (score, is_suspect) pairs ------------

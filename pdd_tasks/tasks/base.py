@@ -20,11 +20,9 @@ from pathlib import Path
 import numpy as np
 from lm_eval.api.task import ConfigurableTask
 
+from pdd_tasks import lm_eval_patches
 from pdd_tasks.backends.base import ModelInfo, PerTokenRequest, TokenScores
-from pdd_tasks.backends.completions import install_api_capture
-from pdd_tasks.backends.hf import install_hf_capture
-from pdd_tasks.backends.vllm import install_vllm_capture
-from pdd_tasks.errors import UserError, install_excepthook
+from pdd_tasks.errors import UserError
 from pdd_tasks.freq.tables import FrequencyTable, find_table, tokenizer_fingerprint
 from pdd_tasks.loading.benchmark_data import DataSpec, load_benchmark
 from pdd_tasks.registry import (
@@ -41,10 +39,6 @@ from pdd_tasks.tasks import aggregations
 
 
 logger = logging.getLogger(__name__)
-
-# lm_eval shows an uncaught exception of a task with its traceback; a user's mistake is shown as
-# its message alone (pdd_tasks.errors).
-install_excepthook()
 
 
 def metric_list(methods: tuple[str, ...]) -> list[dict]:
@@ -123,6 +117,9 @@ class MembershipInferenceTask(ConfigurableTask):
     """
 
     def __init__(self, config: dict) -> None:
+        # lm-eval's behaviour as the pdd tasks need it: per-token answers from the backends, our
+        # standard errors, user errors without a traceback under the lm_eval command (idempotent).
+        lm_eval_patches.apply()
         config = dict(config)
         config.pop("class", None)
         metadata = dict(config.get("metadata") or {})
@@ -132,10 +129,6 @@ class MembershipInferenceTask(ConfigurableTask):
         # Metric values come from process_results below; this stops the harness from looking the
         # metric names up in HF `evaluate`.
         config["process_results"] = self.process_results
-        install_hf_capture()
-        install_api_capture()
-        install_vllm_capture()
-        aggregations.install_stderr()
         self._log_reference_freq: np.ndarray | None = None
         self._prepared: dict | None = None
         self._warned_context = False

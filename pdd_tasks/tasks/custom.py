@@ -202,7 +202,7 @@ class CustomMembershipTask(MembershipInferenceTask):
             return {}
         seed = metadata.get("di_seed", 0)
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-            raise ValueError(f"metadata di_seed={seed!r}: expected a whole number >= 0, e.g. 0.")
+            raise SettingError(f"metadata di_seed={seed!r}: expected a whole number >= 0, e.g. 0.")
         roles = list(self.custom.dataset["role"])
         smallest = min(roles.count(SUSPECT), roles.count(REFERENCE))
         if smallest < 4:

@@ -54,6 +54,8 @@ from pdd_metrics.exchangeability import (
     shard_permutations,
     sharded_comparison_test,
 )
+from pdd_tasks import lm_eval_patches
+from pdd_tasks.errors import UserError
 from pdd_tasks.loading.benchmark_data import DatasetError, read_local_rows
 
 
@@ -67,8 +69,10 @@ _CITATION = """@inproceedings{oren2024proving,
 }"""
 
 
-class ExchangeabilityError(ValueError):
-    """A setting or the source of the examples is not usable; the message names the fix."""
+class ExchangeabilityError(UserError):
+    """A setting or the source of the examples is not usable; the message names the fix.
+
+    pdd_metrics' own errors (``TooFewExamples``) reach the user as this class, with their message."""
 
 
 def _whole(name: str, value: Any, minimum: int) -> int:
@@ -138,9 +142,18 @@ def examples_from_file(path: str, text_field: str = "text", template: str | None
     (Jinja, as lm-eval's ``doc_to_text``) with the row's fields."""
     rows = read_local_rows(path)
     if template is not None:
+        from jinja2.exceptions import UndefinedError
         from lm_eval.utils import apply_template
 
-        render = lambda row: apply_template(template, row)  # noqa: E731
+        def render(row: dict) -> str:
+            try:
+                return apply_template(template, row)
+            except UndefinedError as error:
+                raise DatasetError(
+                    f"{path}: the template {template!r} names a field the rows lack ({error}; fields: "
+                    f"{sorted(row)}). Name fields of the file in the template."
+                ) from None
+
     else:
 
         def render(row: dict) -> str:
@@ -226,6 +239,11 @@ def load_examples(settings: ExchangeabilitySettings) -> tuple[list[str], str]:
 
 
 def _test(items):
+    if len(items) < 2:
+        raise ExchangeabilityError(
+            f"pdd_exchangeability: {len(items)} shard(s) were scored, but the test compares at least 2. "
+            "Drop --limit, or give a --limit of at least 2 (it counts shards)."
+        )
     canonical = [item[0] for item in items]
     permuted = [item[1] for item in items]
     return sharded_comparison_test(canonical, permuted)
@@ -272,6 +290,7 @@ class ExchangeabilityTask(ConfigurableTask):
     """One document per shard; requests: the shard in canonical order, then in P random orders."""
 
     def __init__(self, config: dict) -> None:
+        lm_eval_patches.apply()
         config = dict(config)
         config.pop("class", None)
         metadata = dict(config.get("metadata") or {})

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from pdd_tasks.errors import run_reporting_user_errors
 from pdd_tasks.tools import table_cli
 
 
@@ -326,10 +327,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``lm-eval-pdd`` console script; returns the exit status."""
+    """Entry point of the ``lm-eval-pdd`` console script; returns the exit status (1 for a user's
+    mistake, shown as its message: :func:`pdd_tasks.errors.run_reporting_user_errors`)."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
-    return args._handler(args)
+    return run_reporting_user_errors(lambda: args._handler(args))
 
 
 if __name__ == "__main__":

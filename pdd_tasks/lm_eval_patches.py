@@ -1,0 +1,383 @@
+"""Every change lm-eval-pdd makes to lm-eval's behaviour, in one place, behind one version gate.
+
+The pdd tasks run inside lm-evaluation-harness's own evaluation loop. Most of what they need is
+lm-eval's public interface (a task class, aggregations, ``register_model`` for ``hf-pdd``), but a
+few things can only be had by replacing a function or property of lm-eval at run time. Each such
+replacement is a :class:`Patch` in :data:`PATCHES`, with what it is for and which lm-eval code it
+replaces; nothing else in this package sets attributes on lm-eval's classes or modules.
+
+When: :func:`apply` applies them all, idempotently. It is called explicitly where a pdd task is
+built (``MembershipInferenceTask.__init__``, ``ExchangeabilityTask.__init__``) and by
+``python -m pdd_tasks.backends`` before lm-eval's command line starts; importing any module of
+this package changes nothing in lm-eval (``tests/test_lm_eval_patches.py`` checks it in a fresh
+interpreter). A patch that concerns a backend not loaded in this process (vLLM) is applied by the
+next call after lm-eval has loaded it: in an ``lm_eval`` run the model is created before the
+tasks are built, so that is the call of the first task (docs/architecture.md, "Order in an
+lm_eval run").
+
+Version gate: every patch was written against lm-eval :data:`LM_EVAL_VERSION` (which
+pyproject.toml pins). :func:`apply` first checks the installed version and refuses another with
+:class:`UnsupportedLmEvalVersion`, which names both versions and the pip command.
+
+The excepthook: lm-eval's ``lm_eval`` command does not catch the exceptions a task raises while
+it is loaded or scored, so a user's mistake (:class:`~pdd_tasks.errors.UserError`) would come
+under a full traceback. Patch ``show-user-errors`` makes ``sys.excepthook`` print it as its
+message (exit status 1), but only where the running program *is* lm-eval's command line
+(:func:`running_lm_eval_cli`: ``lm_eval``/``lm-eval``, or ``python -m lm_eval``). In library use
+(``simple_evaluate`` from Python, a notebook, pytest) the host program's excepthook is left
+alone: a process-wide hook is the program's to set, not a library's. Our own command lines
+(``lm-eval-pdd``, ``python -m pdd_tasks.backends``) set no hook: they catch a ``UserError``
+themselves (:func:`pdd_tasks.errors.run_reporting_user_errors`).
+
+Not patches (additions through lm-eval's own interfaces, nothing of lm-eval replaced):
+``@register_model("hf-pdd")`` in :mod:`pdd_tasks.backends.hf` (a subclass of ``HFLM``, as
+lm-eval's ``hf_steered.py``), and values the captures cache on a model *object*
+(``_pdd_model_info``, ``_pdd_processes_checked``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import inspect
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pdd_tasks.backends.base import route_requests
+from pdd_tasks.backends.completions import refuse_chat_completions, score_per_token_api
+from pdd_tasks.backends.cpu_parallel import adopt_accelerator_processes
+from pdd_tasks.backends.hf import score_per_token_hf
+from pdd_tasks.backends.vllm import VLLM_MODULE, score_per_token_vllm
+from pdd_tasks.errors import UserError, excepthook_showing_user_errors
+from pdd_tasks.tasks import aggregations
+
+
+__all__ = [
+    "LM_EVAL_VERSION",
+    "PATCHES",
+    "Patch",
+    "UnsupportedLmEvalVersion",
+    "applied",
+    "apply",
+    "check_lm_eval_version",
+    "is_lm_eval_cli",
+    "lm_eval_version_problem",
+    "running_lm_eval_cli",
+]
+
+#: The lm-eval release every patch was written against and checked with.
+LM_EVAL_VERSION = "0.4.13"
+
+#: How to install it.
+PIP_INSTALL = f"pip install 'lm-eval[hf,api]=={LM_EVAL_VERSION}'"
+
+#: The names lm-eval's console scripts are installed under (``sys.argv[0]``).
+LM_EVAL_PROGRAMS = ("lm_eval", "lm-eval")
+
+#: Attribute that marks a replacement as this module's (its value: the patch's name).
+_MARK = "__lm_eval_pdd_patch__"
+
+
+# -- the version gate -------------------------------------------------------------------------------
+
+
+class UnsupportedLmEvalVersion(UserError):
+    """The installed lm-eval is not the release the patches were written against."""
+
+
+def lm_eval_version_problem(installed: str) -> str | None:
+    """The message refusing lm-eval ``installed``, or None for :data:`LM_EVAL_VERSION`.
+
+    >>> lm_eval_version_problem(LM_EVAL_VERSION) is None
+    True
+    """
+    if installed == LM_EVAL_VERSION:
+        return None
+    lm_eval_parts = [patch.name for patch in PATCHES if patch is not SHOW_USER_ERRORS]
+    return (
+        f"lm-eval {installed} is installed, but lm-eval-pdd works with lm-eval {LM_EVAL_VERSION} only: it "
+        f"replaces parts of that release ({', '.join(lm_eval_parts)}: pdd_tasks/lm_eval_patches.py). "
+        f"Install it: {PIP_INSTALL}"
+    )
+
+
+@functools.cache
+def _installed_lm_eval_version() -> str:
+    return importlib.metadata.version("lm_eval")
+
+
+def check_lm_eval_version(installed: str | None = None) -> None:
+    """Refuse an lm-eval other than :data:`LM_EVAL_VERSION` (default: the installed one).
+
+    Raises:
+        UnsupportedLmEvalVersion: with :func:`lm_eval_version_problem`'s message.
+    """
+    problem = lm_eval_version_problem(installed if installed is not None else _installed_lm_eval_version())
+    if problem is not None:
+        raise UnsupportedLmEvalVersion(problem)
+
+
+# -- the patches ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One replacement of lm-eval code (or of ``sys.excepthook``).
+
+    Attributes:
+        name: short name, used in messages, docs and the mark on the replacement.
+        purpose: what the pdd tasks need it for.
+        changes: the code replaced, as ``file: name`` (paths relative to the ``lm_eval`` package).
+        when: when :func:`apply` applies it.
+        targets: the ``(owner, attribute)`` pairs it replaces in this process; empty where it does
+            not apply (yet), e.g. vLLM not loaded.
+        replacement: the stock value of a target -> what replaces it.
+    """
+
+    name: str
+    purpose: str
+    changes: str
+    when: str
+    targets: Callable[[], list[tuple[object, str]]]
+    replacement: Callable[[object], object]
+
+    def is_applied(self) -> bool:
+        """Whether every target of this process carries this patch (False where none applies)."""
+        targets = self.targets()
+        return bool(targets) and all(_patch_on(owner, name) == self.name for owner, name in targets)
+
+    def apply(self) -> None:
+        """Replace each target not replaced yet (idempotent)."""
+        for owner, name in self.targets():
+            if _patch_on(owner, name) != self.name:
+                stock = inspect.getattr_static(owner, name)
+                setattr(owner, name, _marked(self.replacement(stock), stock, self.name))
+
+
+def _patch_on(owner: object, name: str) -> str | None:
+    """The name of the patch that replaced ``owner.<name>`` (its own, not inherited), or None."""
+    value = vars(owner).get(name)
+    if isinstance(value, property):
+        value = value.fget
+    return getattr(value, _MARK, None)
+
+
+def _marked(new, stock, patch_name: str):
+    """``new`` marked as ``patch_name``'s, with ``__wrapped__`` = ``stock`` and its docstring where
+    ``new`` has none (on the getter, for a property)."""
+    function, original = (new.fget, stock.fget) if isinstance(new, property) else (new, stock)
+    setattr(function, _MARK, patch_name)
+    function.__wrapped__ = original
+    if function.__doc__ is None:
+        function.__doc__ = getattr(original, "__doc__", None)
+    return new
+
+
+def _routing_to(score_per_token: Callable) -> Callable:
+    """Replacement of a backend's ``loglikelihood``: per-token requests to ``score_per_token``, every
+    other request to the stock method, in one call and unchanged (:func:`route_requests`)."""
+
+    def replacement(stock):
+        def loglikelihood(self, requests, disable_tqdm: bool = False, **kwargs):
+            return route_requests(self, requests, stock, score_per_token, disable_tqdm, **kwargs)
+
+        return loglikelihood
+
+    return replacement
+
+
+def _adopting_accelerator_processes(stock: property) -> property:
+    """Replacement of ``HFLM.rank`` / ``HFLM.world_size``: the stock property after
+    :func:`adopt_accelerator_processes`."""
+
+    def getter(self):
+        adopt_accelerator_processes(self)
+        return stock.fget(self)
+
+    return property(getter, doc=stock.__doc__)
+
+
+def _refusing_per_token_requests(stock):
+    """Replacement of a chat-completions client's ``loglikelihood``: per-token requests refused with
+    the fix (:func:`refuse_chat_completions`), the others to the stock method."""
+
+    def loglikelihood(self, requests, *args, **kwargs):
+        refuse_chat_completions(self, requests)
+        return stock(self, requests, *args, **kwargs)
+
+    return loglikelihood
+
+
+def _with_pdd_stderrs(stock):
+    """Replacement of ``evaluator_utils.stderr_for_metric``: our aggregations' standard errors
+    (:func:`pdd_tasks.tasks.aggregations.stderr_for_metric`), lm-eval's for every other one."""
+
+    def stderr_for_metric(metric, bootstrap_iters: int):
+        if metric in aggregations.STDERRS:
+            return aggregations.stderr_for_metric(metric, bootstrap_iters)
+        return stock(metric, bootstrap_iters)
+
+    return stderr_for_metric
+
+
+def _hflm() -> list[type]:
+    from lm_eval.models.huggingface import HFLM
+
+    return [HFLM]
+
+
+def _vllm() -> list[type]:
+    """lm-eval's ``VLLM`` where lm-eval has imported its vLLM backend (vLLM needs CUDA: never imported here)."""
+    cls = getattr(sys.modules.get(VLLM_MODULE), "VLLM", None)
+    return [cls] if cls is not None else []
+
+
+def _completions() -> list[type]:
+    from lm_eval.models.openai_completions import LocalCompletionsAPI
+
+    return [LocalCompletionsAPI]
+
+
+def _chat_completions() -> list[type]:
+    from lm_eval.models.openai_completions import LocalChatCompletion, OpenAIChatCompletion
+
+    return [LocalChatCompletion, OpenAIChatCompletion]
+
+
+def _evaluator_utils():
+    import lm_eval.evaluator_utils
+
+    return lm_eval.evaluator_utils
+
+
+#: The excepthook patch (applied first, so that the version gate's refusal, too, is a message).
+SHOW_USER_ERRORS = Patch(
+    name="show-user-errors",
+    purpose=(
+        "a user's mistake (UserError) raised while lm_eval loads or scores a pdd task is printed as its "
+        "message, exit status 1, instead of under a traceback (LM_EVAL_PDD_TRACEBACK=1 shows it)"
+    ),
+    changes="Python's sys.excepthook",
+    when="only where the running program is lm-eval's command line (running_lm_eval_cli)",
+    targets=lambda: [(sys, "excepthook")] if running_lm_eval_cli() else [],
+    replacement=excepthook_showing_user_errors,
+)
+
+#: Every change to lm-eval's behaviour, in the order :func:`apply` makes them.
+PATCHES: tuple[Patch, ...] = (
+    SHOW_USER_ERRORS,
+    Patch(
+        name="hf-loglikelihood",
+        purpose=(
+            "--model hf answers the pdd tasks' PerTokenRequests with per-token log-probs, mu and sigma "
+            "(score_per_token_hf), as --model hf-pdd does; other requests reach the stock method unchanged"
+        ),
+        changes="models/huggingface.py: HFLM.loglikelihood",
+        when="always",
+        targets=lambda: [(cls, "loglikelihood") for cls in _hflm()],
+        replacement=_routing_to(score_per_token_hf),
+    ),
+    Patch(
+        name="hf-cpu-processes",
+        purpose=(
+            "a multi-process CPU launch (accelerate launch --multi_gpu on CPU) splits the documents over "
+            "the processes instead of every process scoring all of them (adopt_accelerator_processes)"
+        ),
+        changes="models/huggingface.py: HFLM.rank, HFLM.world_size",
+        when="always",
+        targets=lambda: [(cls, name) for cls in _hflm() for name in ("rank", "world_size")],
+        replacement=_adopting_accelerator_processes,
+    ),
+    Patch(
+        name="vllm-loglikelihood",
+        purpose=(
+            "--model vllm answers PerTokenRequests with per-token log-probs and top-k (or exact) mu/sigma "
+            "(score_per_token_vllm); other requests reach the stock method unchanged"
+        ),
+        changes="models/vllm_causallms.py: VLLM.loglikelihood",
+        when="once lm-eval has imported its vLLM backend (a --model vllm model exists)",
+        targets=lambda: [(cls, "loglikelihood") for cls in _vllm()],
+        replacement=_routing_to(score_per_token_vllm),
+    ),
+    Patch(
+        name="completions-loglikelihood",
+        purpose=(
+            "--model local-completions (and openai-completions, its subclass) answers PerTokenRequests "
+            "from a /v1/completions server's echoed log-probs, after a probe of the server "
+            "(score_per_token_api); other requests reach the stock method unchanged"
+        ),
+        changes="models/openai_completions.py: LocalCompletionsAPI.loglikelihood (inherited from api/model.py TemplateLM)",
+        when="always",
+        targets=lambda: [(cls, "loglikelihood") for cls in _completions()],
+        replacement=_routing_to(score_per_token_api),
+    ),
+    Patch(
+        name="chat-completions-refusal",
+        purpose=(
+            "--model local-chat-completions / openai-chat-completions refuse PerTokenRequests with a message "
+            "naming the backend that can answer them (a chat API returns no prompt log-probs)"
+        ),
+        changes="models/openai_completions.py: LocalChatCompletion.loglikelihood, OpenAIChatCompletion.loglikelihood",
+        when="always",
+        targets=lambda: [(cls, "loglikelihood") for cls in _chat_completions()],
+        replacement=_refusing_per_token_requests,
+    ),
+    Patch(
+        name="stderr-for-metric",
+        purpose=(
+            "the results table shows standard errors of the pdd metrics (DeLong for AUC, a stratified "
+            "bootstrap of bootstrap_iters draws for TPR at FPR) instead of N/A; lm-eval's own aggregations "
+            "keep lm-eval's"
+        ),
+        changes="evaluator_utils.py: stderr_for_metric (imported there from api/metrics.py)",
+        when="always",
+        targets=lambda: [(_evaluator_utils(), "stderr_for_metric")],
+        replacement=_with_pdd_stderrs,
+    ),
+)
+
+
+def apply() -> None:
+    """Apply every patch of :data:`PATCHES` that concerns this process (idempotent).
+
+    ``show-user-errors`` first (where it applies), then the version gate, then the others.
+
+    Raises:
+        UnsupportedLmEvalVersion: the installed lm-eval is not :data:`LM_EVAL_VERSION`.
+    """
+    SHOW_USER_ERRORS.apply()
+    check_lm_eval_version()
+    for patch in PATCHES:
+        patch.apply()
+
+
+def applied() -> list[str]:
+    """The names of the patches in effect in this process."""
+    return [patch.name for patch in PATCHES if patch.is_applied()]
+
+
+# -- is this lm-eval's command line? -----------------------------------------------------------------
+
+
+def is_lm_eval_cli(argv0: str, main_module: str | None) -> bool:
+    """Whether a program is lm-eval's command line, from ``sys.argv[0]`` and the name ``__main__`` was
+    run as (``__main__.__spec__.name``; None for a script).
+
+    >>> is_lm_eval_cli("/venv/bin/lm_eval", None), is_lm_eval_cli("-m", "lm_eval.__main__")
+    (True, True)
+    >>> is_lm_eval_cli("/venv/bin/pytest", None), is_lm_eval_cli("-m", "pdd_tasks.backends.__main__")
+    (False, False)
+    """
+    if main_module is not None:
+        return main_module in ("lm_eval", "lm_eval.__main__")
+    return Path(argv0).name in LM_EVAL_PROGRAMS
+
+
+def running_lm_eval_cli() -> bool:
+    """Whether this process is lm-eval's command line (``lm_eval ...``, ``python -m lm_eval ...``,
+    also under ``accelerate launch``)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    argv0 = sys.argv[0] if sys.argv else ""
+    return is_lm_eval_cli(argv0, getattr(spec, "name", None))

@@ -1,0 +1,268 @@
+"""pdd_tasks.lm_eval_patches: the one place that changes lm-eval's behaviour.
+
+Importing the package changes nothing (checked in a fresh interpreter); ``apply()`` makes every
+listed change, once; the version gate names both versions and the pip command; under lm-eval's own
+command line a user's mistake is a message without a traceback, and library use keeps its excepthook.
+"""
+
+from __future__ import annotations
+
+import doctest
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from conftest import REPO, run_lm_eval, tasks_path
+
+from pdd_tasks import lm_eval_patches
+from pdd_tasks.backends.base import PerTokenRequest
+from pdd_tasks.backends.completions import ServerCheckError
+from pdd_tasks.errors import UserError
+
+
+def python(script: str) -> dict:
+    """Run ``script`` in a fresh interpreter; it prints one JSON object, returned here."""
+    process = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert process.returncode == 0, process.stderr[-4000:]
+    return json.loads(process.stdout.strip().splitlines()[-1])
+
+
+#: Snapshots every attribute of the lm-eval classes and modules the patches touch, and the excepthook.
+SNAPSHOT = """
+import inspect, json, sys
+import lm_eval.api.metrics, lm_eval.api.model, lm_eval.api.registry, lm_eval.evaluator, lm_eval.evaluator_utils
+from lm_eval.models.huggingface import HFLM
+from lm_eval.models import openai_completions as oc
+
+WATCHED = [HFLM, oc.LocalCompletionsAPI, oc.OpenAICompletionsAPI, oc.LocalChatCompletion, oc.OpenAIChatCompletion,
+           lm_eval.api.model.TemplateLM, lm_eval.evaluator_utils, lm_eval.evaluator, lm_eval.api.metrics, sys]
+
+def snapshot():
+    return {(i, name): value for i, owner in enumerate(WATCHED) for name, value in list(vars(owner).items())}
+
+def changed(before, after):
+    return sorted(f"{WATCHED[i].__name__}.{name}" for (i, name) in before.keys() | after.keys()
+                  if before.get((i, name), None) is not after.get((i, name), None))
+"""
+
+
+def test_importing_every_module_changes_nothing_in_lm_eval():
+    result = python(
+        SNAPSHOT
+        + """
+import importlib, pkgutil
+models = set(lm_eval.api.registry.MODEL_REGISTRY.keys())
+hook, before = sys.excepthook, snapshot()
+import pdd_metrics, pdd_tasks
+names = [m.name for package in (pdd_tasks, pdd_metrics)
+         for m in pkgutil.walk_packages(package.__path__, package.__name__ + ".")]
+for name in names:
+    importlib.import_module(name)
+from pdd_tasks import lm_eval_patches
+print(json.dumps({
+    "modules": names,
+    "changed": [name for name in changed(before, snapshot()) if name not in ("sys.modules", "sys.path_importer_cache")],
+    "excepthook_kept": sys.excepthook is hook,
+    "new_models": sorted(set(lm_eval.api.registry.MODEL_REGISTRY.keys()) - models),
+    "applied": lm_eval_patches.applied(),
+}))
+"""
+    )
+    assert {"pdd_tasks.lm_eval_patches", "pdd_tasks.tasks.base", "pdd_tasks.tasks.exchangeability"} <= set(
+        result["modules"]
+    )
+    assert {"pdd_tasks.backends.__main__", "pdd_tasks.tools.cli", "pdd_tasks.tasks.custom"} <= set(result["modules"])
+    assert result["changed"] == []
+    assert result["excepthook_kept"]
+    assert result["applied"] == []
+    assert result["new_models"] == ["hf-pdd"]  # an addition through lm-eval's registry, not a patch
+
+
+def test_apply_makes_every_listed_change_once():
+    # A fresh interpreter that looks like lm-eval's command line (so the excepthook patch applies),
+    # with a stand-in for lm-eval's vLLM module (vLLM needs CUDA; the patch looks the class up there).
+    result = python(
+        SNAPSHOT
+        + """
+import types
+sys.argv[0] = "/venv/bin/lm_eval"
+
+class VLLM(lm_eval.api.model.TemplateLM):
+    def loglikelihood(self, requests, disable_tqdm=False):
+        return [(-1.0, False)] * len(requests)
+
+sys.modules["lm_eval.models.vllm_causallms"] = types.SimpleNamespace(VLLM=VLLM)
+WATCHED.append(VLLM)
+from pdd_tasks import lm_eval_patches
+before = snapshot()
+lm_eval_patches.apply()
+first = snapshot()
+lm_eval_patches.apply()
+print(json.dumps({
+    "changed": changed(before, first),
+    "changed_again": changed(first, snapshot()),
+    "applied": lm_eval_patches.applied(),
+    "listed": [patch.name for patch in lm_eval_patches.PATCHES],
+    "inherited_kept": "loglikelihood" in vars(oc.OpenAICompletionsAPI)
+        and oc.OpenAICompletionsAPI.loglikelihood.__qualname__ == "OpenAICompletionsAPI.loglikelihood",
+}))
+"""
+    )
+    assert result["applied"] == result["listed"]
+    assert result["changed"] == [
+        "HFLM.loglikelihood",
+        "HFLM.rank",
+        "HFLM.world_size",
+        "LocalChatCompletion.loglikelihood",
+        "LocalCompletionsAPI.loglikelihood",
+        "OpenAIChatCompletion.loglikelihood",
+        "VLLM.loglikelihood",
+        "lm_eval.evaluator_utils.stderr_for_metric",
+        "sys.excepthook",
+    ]
+    assert result["changed_again"] == []  # idempotent
+    assert result["inherited_kept"]  # OpenAICompletionsAPI keeps its own method, which calls the patched one
+
+
+def test_library_use_keeps_the_excepthook():
+    """pytest is not lm-eval's command line: building a pdd task applies the patches but no excepthook."""
+    from lm_eval.tasks import TaskManager
+
+    hook = sys.excepthook
+    TaskManager(include_path=tasks_path()).load("pdd_wikimia_32")
+    assert sys.excepthook is hook
+    assert "hf-loglikelihood" in lm_eval_patches.applied()
+    assert "show-user-errors" not in lm_eval_patches.applied()
+
+
+@pytest.mark.parametrize(
+    "argv0, main_module, expected",
+    [
+        ("/venv/bin/lm_eval", None, True),
+        ("/venv/bin/lm-eval", None, True),
+        ("lm_eval", None, True),
+        ("/venv/lib/site-packages/lm_eval/__main__.py", "lm_eval.__main__", True),  # python -m lm_eval
+        ("/venv/bin/pytest", None, False),
+        ("/venv/lib/site-packages/pytest/__main__.py", "pytest.__main__", False),
+        ("/repo/pdd_tasks/backends/__main__.py", "pdd_tasks.backends.__main__", False),  # catches UserError itself
+        ("/venv/bin/lm-eval-pdd", None, False),
+        ("", None, False),  # embedded interpreter, notebook kernel
+        ("/home/me/lm_eval_runs/run.py", None, False),
+    ],
+)
+def test_which_programs_count_as_lm_eval_cli(argv0, main_module, expected):
+    assert lm_eval_patches.is_lm_eval_cli(argv0, main_module) is expected
+
+
+def test_version_gate_names_both_versions_and_the_fix():
+    message = lm_eval_patches.lm_eval_version_problem("0.4.12")
+    assert message.startswith("lm-eval 0.4.12 is installed, but lm-eval-pdd works with lm-eval 0.4.13 only")
+    assert "pip install 'lm-eval[hf,api]==0.4.13'" in message
+    assert "hf-loglikelihood" in message and "stderr-for-metric" in message
+    with pytest.raises(lm_eval_patches.UnsupportedLmEvalVersion, match=r"lm-eval 0\.5\.0 is installed") as info:
+        lm_eval_patches.check_lm_eval_version("0.5.0")
+    assert isinstance(info.value, UserError)  # shown without a traceback
+    assert lm_eval_patches.lm_eval_version_problem("0.4.13") is None
+    lm_eval_patches.check_lm_eval_version()  # the installed one passes
+
+
+def test_the_gate_is_the_version_pyproject_pins():
+    pins = re.findall(r'"lm-eval\[hf,api\]==([^"]+)"', (REPO / "pyproject.toml").read_text())
+    assert pins == [lm_eval_patches.LM_EVAL_VERSION]
+
+
+def test_doctests():
+    assert doctest.testmod(lm_eval_patches).failed == 0
+
+
+def test_chat_completions_refuse_per_token_requests_and_keep_their_stock_answer():
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.openai_completions import LocalChatCompletion, OpenAIChatCompletion
+
+    lm_eval_patches.apply()
+    per_token = PerTokenRequest("loglikelihood", {}, ("", "A text."), 0, ("pdd_t", 0, 1))
+    stock = Instance("loglikelihood", {}, ("A", " text."), 0, ("t", 0, 1))
+    for cls, name in (
+        (LocalChatCompletion, "local-chat-completions"),
+        (OpenAIChatCompletion, "openai-chat-completions"),
+    ):
+        lm = object.__new__(cls)  # nothing is sent: the refusal comes first
+        with pytest.raises(ServerCheckError, match=f"--model {name}: a chat-completions API returns no prompt"):
+            lm.loglikelihood([stock, per_token])
+        with pytest.raises(NotImplementedError):  # lm-eval's own answer to a stock request
+            lm.loglikelihood([stock])
+
+
+@pytest.mark.parametrize("cls_name", ["HFLM", "PerTokenHFLM"])
+def test_cpu_processes_take_rank_and_world_size_from_the_accelerator(cls_name):
+    """The condition of a multi-process CPU launch, on an HFLM object without a model (the real
+    launch is tests/test_multiprocess.py)."""
+    from lm_eval.models.huggingface import HFLM
+
+    from pdd_tasks.backends.hf import PerTokenHFLM
+
+    lm_eval_patches.apply()
+    cls = {"HFLM": HFLM, "PerTokenHFLM": PerTokenHFLM}[cls_name]
+    lm = object.__new__(cls)
+    lm._rank, lm._world_size = 0, 1
+    lm.accelerator = SimpleNamespace(num_processes=2, process_index=1, device=torch.device("cpu"))
+    assert (lm.rank, lm.world_size) == (1, 2)
+    single = object.__new__(cls)
+    single._rank, single._world_size = 0, 1
+    single.accelerator = SimpleNamespace(num_processes=1, process_index=0, device=torch.device("cpu"))
+    assert (single.rank, single.world_size) == (0, 1)
+
+
+def test_architecture_doc_lists_every_patch():
+    text = (REPO / "docs" / "architecture.md").read_text()
+    section = text.split("## Changes to lm-eval's behaviour", 1)[1].split("\n## ", 1)[0]
+    for patch in lm_eval_patches.PATCHES:
+        assert f"`{patch.name}`" in section, patch.name
+
+
+# -- a user's mistake under lm-eval's own command line: the message, no traceback ---------------------
+
+
+def exchangeability_data(tmp_path: Path) -> Path:
+    data = tmp_path / "benchmark.jsonl"
+    data.write_text("".join(json.dumps({"text": f"Example number {i}."}) + "\n" for i in range(8)))
+    return data
+
+
+def test_lm_eval_cli_shows_a_user_mistake_without_a_traceback(tiny_model, tmp_path):
+    metadata = {"data_files": str(exchangeability_data(tmp_path)), "num_shards": 2, "permutations": 0}
+    process = run_lm_eval(
+        ["--model", "hf", "--model_args", f"pretrained={tiny_model}", "--device", "cpu",
+         "--include_path", tasks_path(), "--tasks", "pdd_exchangeability", "--metadata", json.dumps(metadata)],
+        cwd=tmp_path,
+        check=False,
+    )  # fmt: skip
+    assert process.returncode == 1, process.stderr[-3000:]
+    assert "Traceback" not in process.stderr and "\n  File " not in process.stderr, process.stderr[-3000:]
+    assert "error: ExchangeabilityError: metadata permutations=0: expected a whole number >= 1." in process.stderr
+
+
+def test_python_m_pdd_tasks_backends_shows_a_user_mistake_without_a_traceback(
+    tiny_model, tmp_path, monkeypatch, capsys
+):
+    """Our own entry point catches the UserError (in this process: no excepthook is involved)."""
+    from pdd_tasks.backends.__main__ import main
+
+    metadata = {"data_files": str(exchangeability_data(tmp_path)), "num_shards": 1}
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        ["-m", "--model", "hf-pdd", "--model_args", f"pretrained={tiny_model}", "--device", "cpu",
+         "--include_path", tasks_path(), "--tasks", "pdd_exchangeability", "--metadata", json.dumps(metadata)],
+    )  # fmt: skip
+    hook = sys.excepthook
+    assert main() == 1
+    assert (
+        "error: ExchangeabilityError: metadata num_shards=1: expected a whole number >= 2." in capsys.readouterr().err
+    )
+    assert sys.excepthook is hook
