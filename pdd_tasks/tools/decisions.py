@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pdd_metrics import calibrate_threshold, flag_members, suspect_vs_reference_test
-from pdd_tasks.errors import UserError
 from pdd_tasks.loading.files import read_json, read_jsonl
 from pdd_tasks.tasks.custom import DEFAULT_TARGET_FPR, REFERENCE, SUSPECT
+from pdd_tasks.tools.outputs import write_file
 from pdd_tasks.tools.report import latest_results_file
 
 
@@ -97,33 +97,26 @@ def summary_table(summary: list[MethodDecision]) -> str:
     return "\n".join(lines)
 
 
-def check_output_file(path: Path, force: bool, option: str) -> None:
-    """Refuse to write ``path`` into a missing directory, or over an existing file without --force."""
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise UserError(f"{option} {path}: the directory {path.parent} does not exist; create it first.")
-    if path.is_dir():
-        raise UserError(f"{option} {path} is a directory; give a file name such as decisions.jsonl.")
-    if path.exists() and not force:
-        raise UserError(f"{option} {path} already exists; pass --force to replace it, or choose another {option}.")
-
-
 # -- lm-eval-pdd decisions (arguments: pdd_tasks/tools/cli.py) ------------------------------------------------
 
 
 def run(args) -> int:
     import sys
 
+    def write_records(path: Path) -> None:
+        with open(path, "w", encoding="utf-8") as handle:
+            for record in records:
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    results = Path(args.results)
+    inputs = [results, *(sorted(results.rglob("*.json*")) if results.is_dir() else [])]
     try:
         summary, records, target_fpr = decide(args.results, args.task)
         output = args.output or latest_results_file(args.results).parent / f"decisions_{args.task}.jsonl"
-        check_output_file(output, args.force, "--output")
+        write_file(output, write_records, force=args.force, inputs=inputs)
     except (FileNotFoundError, ValueError) as exc:
         print(f"lm-eval-pdd decisions: {exc}", file=sys.stderr)
         return 1
-    with open(output, "w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     print(f"Thresholds calibrated for FPR <= {target_fpr} on the reference texts (member iff score > tau):")
     print(summary_table(summary))
     print(f"per-text decisions: {output}", file=sys.stderr)

@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
-import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,6 +26,7 @@ import datasets
 from pdd_tasks.loading.files import DatasetError, read_jsonl, read_rows
 from pdd_tasks.tasks.custom import check_texts
 from pdd_tasks.tools.default_model import pdd_home
+from pdd_tasks.tools.outputs import OutputRefused, check_output_folder, replace_folder
 
 
 logger = logging.getLogger(__name__)
@@ -36,19 +34,6 @@ logger = logging.getLogger(__name__)
 POOL_HUB_ID = "wjfu99/WikiMIA-24"
 DEFAULT_POOL_LENGTH = 64
 MIN_POOL = 4  # two members and two non-members
-
-
-def check_output_dir(output_dir: Path, force: bool) -> None:
-    """Refuse to replace an existing ``output_dir`` (its files would be deleted) without ``force``."""
-    if output_dir.exists() and not output_dir.is_dir():
-        raise DatasetError(f"--output {output_dir} is a file, not a directory; choose a directory to write.")
-    if output_dir.is_dir() and any(output_dir.iterdir()) and not force:
-        shown = sorted(path.name for path in output_dir.iterdir())
-        raise DatasetError(
-            f"--output {output_dir} already exists and holds {len(shown)} entries ({', '.join(shown[:5])}"
-            f"{', ...' if len(shown) > 5 else ''}); they would be deleted. Choose another --output, or pass "
-            f"--force to replace it."
-        )
 
 
 def default_controlled_dir() -> Path:
@@ -208,7 +193,8 @@ def make_controlled(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     output_dir = Path(output_dir)
-    check_output_dir(output_dir, force)
+    inputs = (pool, base_model)
+    check_output_folder(output_dir, force=force, command="make-controlled", inputs=inputs)
     texts, description = load_pool(pool, pool_length, text_field)
     if limit is not None:
         texts = texts[:limit]
@@ -225,9 +211,7 @@ def make_controlled(
     stats = fine_tune(model, tokenizer, members, settings, progress=progress)
     stats["seconds"] = round(time.perf_counter() - began, 1)
 
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}-", dir=output_dir.parent))
-    try:
+    with replace_folder(output_dir, force=force, command="make-controlled", inputs=inputs) as tmp:
         model.save_pretrained(tmp / "model")
         tokenizer.save_pretrained(tmp / "model")
         rows = [{"text": t, "label": 1} for t in members] + [{"text": t, "label": 0} for t in non_members]
@@ -247,12 +231,6 @@ def make_controlled(
             "what_it_measures": "fine-tuning membership (1 epoch), easier than pretraining membership",
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-        if output_dir.exists():
-            shutil.rmtree(output_dir)
-        os.replace(tmp, output_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return output_dir
 
 
@@ -281,7 +259,7 @@ def run(args) -> int:
                 progress=not args.no_progress,
                 force=args.force,
             )
-    except (DatasetError, DefaultModelError) as exc:
+    except (DatasetError, DefaultModelError, OutputRefused) as exc:
         print(f"lm-eval-pdd make-controlled: {exc}", file=sys.stderr)
         return 1
     manifest = json.loads((output / "manifest.json").read_text())

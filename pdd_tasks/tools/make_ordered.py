@@ -24,16 +24,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import random
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
 
 from pdd_tasks.loading.benchmark_data import PACKAGED_DATA, DatasetError, read_local_rows
+from pdd_tasks.tools.outputs import OutputRefused, check_output_folder, replace_folder
 
 
 DEFAULT_SOURCE = "WikiMIA_length32 (shipped)"
@@ -71,15 +69,19 @@ def make_ordered(
     separator: str = "\n",
     settings=None,
     progress: bool = True,
+    force: bool = False,
 ) -> Path:
     """Fine-tune ``base_model`` on the first ``examples`` examples of ``source`` in canonical order;
-    write ``output_dir`` (which must not exist) atomically."""
+    write ``output_dir`` atomically (``force``: replace a folder this command wrote before,
+    :func:`pdd_tasks.tools.outputs.replace_folder`)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from pdd_tasks.tools.make_controlled import TuningSettings, fine_tune
 
     settings = settings or TuningSettings(epochs=3, learning_rate=1e-4, batch_size=4, max_tokens=512)
+    inputs = (source, base_model)
+    check_output_folder(output_dir, force=force, command="make-ordered", inputs=inputs)
     texts, description = load_examples(source, text_field, examples)
     blocks = [separator.join(texts[i : i + block_examples]) for i in range(0, len(texts), block_examples)]
     torch.manual_seed(settings.seed)
@@ -89,10 +91,7 @@ def make_ordered(
     stats = fine_tune(model, tokenizer, blocks, settings, progress=progress)
     stats["seconds"] = round(time.perf_counter() - began, 1)
 
-    output_dir = Path(output_dir)
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}-", dir=output_dir.parent))
-    try:
+    with replace_folder(output_dir, force=force, command="make-ordered", inputs=inputs) as tmp:
         model.save_pretrained(tmp / "model")
         tokenizer.save_pretrained(tmp / "model")
         shuffled = list(texts)
@@ -112,10 +111,6 @@ def make_ordered(
             "what_it_is": "a positive control of pdd_exchangeability: tuned on canonical.jsonl in its order",
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-        os.replace(tmp, output_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return output_dir
 
 
@@ -123,7 +118,12 @@ def make_ordered(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--output", type=Path, required=True, help="directory to write (must not exist)")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        required=True,
+        help="directory to write (new, or one this command wrote before, with --force)",
+    )
     parser.add_argument("--model", default=None, help="base model, HF name or directory (default: the default model)")
     parser.add_argument(
         "--data", default=None, help="a .jsonl/.csv file in its canonical order (default: WikiMIA length 32, shipped)"
@@ -137,7 +137,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--learning-rate", type=float, default=1e-4, help="AdamW, constant (default 1e-4)")
     parser.add_argument("--batch-size", type=int, default=4, help="training texts per step (default 4)")
     parser.add_argument("--seed", type=int, default=0, help="batch order and the shuffled copy (default 0)")
-    parser.add_argument("--force", action="store_true", help="replace --output if it exists")
+    parser.add_argument("--force", action="store_true", help="replace --output if this command wrote it before")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -149,14 +149,6 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, name) < 1:
             print(f"lm-eval-pdd make-ordered: --{name.replace('_', '-')} must be >= 1.", file=sys.stderr)
             return 2
-    if args.output.exists():
-        if not args.force:
-            print(
-                f"lm-eval-pdd make-ordered: {args.output} exists; choose another --output or add --force to replace it.",
-                file=sys.stderr,
-            )
-            return 1
-        shutil.rmtree(args.output)
     try:
         with contextlib.redirect_stdout(sys.stderr):
             base = args.model or ensure_default_model()
@@ -176,8 +168,9 @@ def run(args: argparse.Namespace) -> int:
                 block_examples=args.block_examples,
                 settings=settings,
                 progress=not args.no_progress,
+                force=args.force,
             )
-    except (DatasetError, DefaultModelError) as exc:
+    except (DatasetError, DefaultModelError, OutputRefused) as exc:
         print(f"lm-eval-pdd make-ordered: {exc}", file=sys.stderr)
         return 1
     manifest = json.loads((output / "manifest.json").read_text())

@@ -37,6 +37,7 @@ from pdd_metrics.blind import BLIND_FOLDS, BLIND_SEED, TooFewTexts, blind_scores
 from pdd_metrics.intervals import normal_interval, smallest_fpr_step
 from pdd_tasks.registry import METHOD_NAMES
 from pdd_tasks.tasks.aggregations import BLIND, FPR_BUDGETS
+from pdd_tasks.tools.outputs import refuse_unsafe_output
 from pdd_tasks.tools.report import (
     BLIND_LABEL,
     METRIC_LABELS,
@@ -446,6 +447,7 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
             "metric). The report reads runs of the labelled pdd tasks (--tasks pdd_wikimia, pdd_custom with labels, ...)."
         )
     out = Path(out)
+    refuse_unsafe_output(out, paths, option="--out")
     if out.exists() and not out.is_dir():
         raise ResultsError(f"--out {out} is a file; name a folder for the report.")
     existing = [out / name for name in REPORT_FILES if (out / name).exists()]

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from pdd_metrics.reference import DEFAULT_MAX_TOKENS_PER_DOC
+from pdd_tasks.tools.outputs import OutputRefused, check_output_file
 
 
 __all__ = [
@@ -138,21 +139,10 @@ def _need_output(args: argparse.Namespace, command: str, inputs: list[Path] = ()
         return False
     if args.output is None:
         return True
-    output = args.output.expanduser().resolve()
-    if any(output == Path(path).expanduser().resolve() for path in inputs):
-        _err(
-            f"lm-eval-pdd {command}: --output {args.output} is also one of the inputs; writing it would replace "
-            f"an input. Choose another --output."
-        )
-        return False
-    if args.output.is_dir():
-        _err(f"lm-eval-pdd {command}: --output {args.output} is a directory; give a file name such as table.npz.")
-        return False
-    if args.output.exists() and not args.force:
-        _err(
-            f"lm-eval-pdd {command}: --output {args.output} already exists; pass --force to replace it, or "
-            f"choose another --output."
-        )
+    try:
+        check_output_file(args.output, force=args.force, inputs=inputs)
+    except OutputRefused as exc:
+        _err(f"lm-eval-pdd {command}: {exc}")
         return False
     return True
 
