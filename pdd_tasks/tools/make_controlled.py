@@ -122,6 +122,21 @@ def _start_token_id(tokenizer) -> int:
     return int(token_id)
 
 
+def tuned_copy(base_model: str | Path, texts: list[str], settings: TuningSettings, progress: bool = True):
+    """``base_model`` loaded in float32 and fine-tuned on ``texts`` (:func:`fine_tune`); returns the model,
+    its tokenizer and the training statistics (with ``seconds``)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(settings.seed)
+    tokenizer = AutoTokenizer.from_pretrained(base_model)
+    model = AutoModelForCausalLM.from_pretrained(base_model, dtype=torch.float32)
+    began = time.perf_counter()
+    stats = fine_tune(model, tokenizer, texts, settings, progress=progress)
+    stats["seconds"] = round(time.perf_counter() - began, 1)
+    return model, tokenizer, stats
+
+
 def fine_tune(model, tokenizer, texts: list[str], settings: TuningSettings, progress: bool = True) -> dict:
     """Causal-LM training on ``texts`` (each after the start token), in place; returns statistics."""
     import torch
@@ -189,8 +204,6 @@ def make_controlled(
     ``--model hf --model_args pretrained=<output_dir>/model``), ``data.jsonl`` (``text``, ``label``:
     1 = tuned on) and ``manifest.json`` (everything needed to redo it).
     """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     output_dir = Path(output_dir)
     inputs = (pool, base_model)
@@ -204,12 +217,7 @@ def make_controlled(
                 f"non-members). Pass --limit {MIN_POOL} or more."
             )
     members, non_members = split_pool(texts, settings.seed)
-    torch.manual_seed(settings.seed)
-    tokenizer = AutoTokenizer.from_pretrained(base_model)
-    model = AutoModelForCausalLM.from_pretrained(base_model, dtype=torch.float32)
-    began = time.perf_counter()
-    stats = fine_tune(model, tokenizer, members, settings, progress=progress)
-    stats["seconds"] = round(time.perf_counter() - began, 1)
+    model, tokenizer, stats = tuned_copy(base_model, members, settings, progress=progress)
 
     with replace_folder(output_dir, force=force, command="make-controlled", inputs=inputs) as tmp:
         model.save_pretrained(tmp / "model")

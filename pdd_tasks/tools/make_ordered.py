@@ -26,7 +26,6 @@ import contextlib
 import json
 import random
 import sys
-import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -74,22 +73,15 @@ def make_ordered(
     """Fine-tune ``base_model`` on the first ``examples`` examples of ``source`` in canonical order;
     write ``output_dir`` atomically (``force``: replace a folder this command wrote before,
     :func:`pdd_tasks.tools.outputs.replace_folder`)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pdd_tasks.tools.make_controlled import TuningSettings, fine_tune
+    from pdd_tasks.tools.make_controlled import TuningSettings, tuned_copy
 
     settings = settings or TuningSettings(epochs=3, learning_rate=1e-4, batch_size=4, max_tokens=512)
     inputs = (source, base_model)
     check_output_folder(output_dir, force=force, command="make-ordered", inputs=inputs)
     texts, description = load_examples(source, text_field, examples)
     blocks = [separator.join(texts[i : i + block_examples]) for i in range(0, len(texts), block_examples)]
-    torch.manual_seed(settings.seed)
-    tokenizer = AutoTokenizer.from_pretrained(base_model)
-    model = AutoModelForCausalLM.from_pretrained(base_model, dtype=torch.float32)
-    began = time.perf_counter()
-    stats = fine_tune(model, tokenizer, blocks, settings, progress=progress)
-    stats["seconds"] = round(time.perf_counter() - began, 1)
+    model, tokenizer, stats = tuned_copy(base_model, blocks, settings, progress=progress)
 
     with replace_folder(output_dir, force=force, command="make-ordered", inputs=inputs) as tmp:
         model.save_pretrained(tmp / "model")
