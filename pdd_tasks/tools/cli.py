@@ -186,7 +186,9 @@ def _add_make_controlled(parser: argparse.ArgumentParser) -> None:
         "--output", type=Path, default=None, help="directory to write (default $LM_EVAL_PDD_HOME/controlled/default)"
     )
     parser.add_argument(
-        "--force", action="store_true", help="replace --output if it exists (its files are deleted first)"
+        "--force",
+        action="store_true",
+        help="replace --output if this command wrote it before (never a folder with other files)",
     )
     parser.add_argument("--model", default=None, help="base model, HF name or directory (default: the default model)")
     parser.add_argument(
