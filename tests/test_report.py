@@ -74,7 +74,7 @@ class Links(HTMLParser):
         self.links += [value for name, value in attrs if name in ("src", "href")]
 
 
-def test_report_numbers_plots_and_html(two_runs, tmp_path, capsys):
+def test_report_numbers_plots_and_html(two_runs, tiny_model, tiny_table, tmp_path, capsys):
     out, results, files = two_runs
     report = tmp_path / "report"
     returncode, stdout, stderr = cli(capsys, "report", str(out), "--out", str(report))
@@ -105,6 +105,11 @@ def test_report_numbers_plots_and_html(two_runs, tmp_path, capsys):
     assert f"{results[0]['results']['pdd_wikimia_32']['blind_auc,none']:.3f}" in first_table_row
     for row in board:
         assert f"{row['auc']:.3f} [{row['auc_ci95_low']:.3f}, {row['auc_ci95_high']:.3f}]" in markdown
+
+    # no folder of this machine: the model (a local directory) and the table by their names
+    for shared in (markdown, (report / "report.html").read_text(), (report / "leaderboard.csv").read_text()):
+        assert str(tiny_model) not in shared and str(tiny_table) not in shared
+    assert f"- model: {tiny_model.name}" in markdown and {row["model"] for row in board} == {tiny_model.name}
 
     # every PNG is a valid image; the Markdown references exactly the PNGs written
     pngs = sorted(report.glob("*.png"))

@@ -342,6 +342,14 @@ def task_notes(report: TaskReport) -> list[str]:
     return notes
 
 
+def shown(model_or_path: str) -> str:
+    """A model or file as a report shows it: a local path by its last part, so a report can be shared
+    without the folders of the machine it was made on (the results JSON keeps the full path); a hub
+    id (``EleutherAI/pythia-2.8b``) as it is."""
+    path = Path(model_or_path)
+    return path.name if path.is_absolute() or path.exists() else model_or_path
+
+
 def settings_in_effect(run: Run, task: str) -> list[tuple[str, str]]:
     """(name, value) of the settings a task ran with, from the results JSON."""
     metadata = (run.results.get("configs", {}).get(task, {}) or {}).get("metadata") or {}
@@ -350,7 +358,7 @@ def settings_in_effect(run: Run, task: str) -> list[tuple[str, str]]:
     table = metadata.get("freq_table_used") or {}
     config = run.results.get("config") or {}
     items = [
-        ("model", run.model),
+        ("model", shown(run.model)),
         ("backend", str(scoring.get("backend", "not recorded"))),
         ("Min-K%++ mu/sigma", str(scoring.get("mu_sigma", "not recorded"))),
         ("Min-K% k", f"{settings.min_k:g}"),
@@ -358,7 +366,7 @@ def settings_in_effect(run: Run, task: str) -> list[tuple[str, str]]:
         ("DC-PDD a", f"{settings.dcpdd_a:g}"),
         (
             "DC-PDD reference table",
-            f"{table['path']} ({table.get('source', '')}; {table.get('counts_from', '')}: {table.get('corpus', '')})"
+            f"{shown(table['path'])} ({table.get('source', '')}; {table.get('counts_from', '')}: {table.get('corpus', '')})"
             if table
             else "not recorded (DC-PDD not scored)",
         ),
@@ -387,7 +395,7 @@ def leaderboard(reports: list[TaskReport]) -> list[dict]:
     for report in reports:
         for row in report.rows:
             record = {
-                "model": report.run.model,
+                "model": shown(report.run.model),
                 "run": str(report.run.file),
                 "task": report.task,
                 "method": row.method,
@@ -461,11 +469,11 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
 
     md = ["# Pretraining-data detection report", ""]
     body = ["<h1>Pretraining-data detection report</h1>"]
-    runs_line = f"{len(runs)} run(s): " + ", ".join(f"{run.model} ({run.file})" for run in runs)
+    runs_line = f"{len(runs)} run(s): " + ", ".join(f"{shown(run.model)} ({run.file})" for run in runs)
     md += [runs_line, ""]
     body.append(f"<p>{html.escape(runs_line)}</p>")
     for report in reports:
-        title = f"{report.task}: {report.run.model}"
+        title = f"{report.task}: {shown(report.run.model)}"
         counts = (
             f"{report.n_members} members, {report.n_non_members} non-members"
             if report.n_members is not None
