@@ -42,6 +42,7 @@ import numpy as np
 
 from pdd_tasks.backends.base import ContextLimit, PerTokenRequest, encode_text
 from pdd_tasks.errors import UserError
+from pdd_tasks.paths import pdd_home
 
 
 logger = logging.getLogger(__name__)
@@ -66,8 +67,6 @@ class ReferenceCacheError(UserError):
 
 def cache_dir() -> Path:
     """``<pdd_home()>/small_ref`` (``$LM_EVAL_PDD_HOME`` or ``~/.cache/lm_eval_pdd``)."""
-    from pdd_tasks.tools.default_model import pdd_home
-
     return pdd_home() / "small_ref"
 
 

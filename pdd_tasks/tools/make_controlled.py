@@ -26,9 +26,9 @@ from pathlib import Path
 
 import datasets
 
+from pdd_tasks.loading.benchmark_data import check_texts
 from pdd_tasks.loading.files import DatasetError, read_jsonl, read_rows
-from pdd_tasks.tasks.custom import check_texts
-from pdd_tasks.tools.default_model import pdd_home
+from pdd_tasks.paths import default_controlled_dir
 
 
 logger = logging.getLogger(__name__)
@@ -49,11 +49,6 @@ def check_output_dir(output_dir: Path, force: bool) -> None:
             f"{', ...' if len(shown) > 5 else ''}); they would be deleted. Choose another --output, or pass "
             f"--force to replace it."
         )
-
-
-def default_controlled_dir() -> Path:
-    """``<pdd_home()>/controlled/default`` (``$LM_EVAL_PDD_HOME`` or ``~/.cache/lm_eval_pdd``)."""
-    return pdd_home() / "controlled" / "default"
 
 
 @dataclass(frozen=True)
