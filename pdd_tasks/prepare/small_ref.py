@@ -43,6 +43,7 @@ import numpy as np
 from pdd_tasks.backends.base import ContextLimit, PerTokenRequest, encode_text
 from pdd_tasks.errors import UserError
 from pdd_tasks.paths import pdd_home
+from pdd_tasks.registry import short_name
 
 
 logger = logging.getLogger(__name__)
@@ -54,7 +55,6 @@ CACHE_FORMAT = 1
 SCORING_VERSION = "start-token-v1"
 #: Files of a model directory that go into its fingerprint.
 _MODEL_FILE_SUFFIXES = (".json", ".safetensors", ".bin", ".pt", ".pth", ".model", ".txt", ".tiktoken")
-DTYPES = ("float32", "bfloat16", "float16")
 
 
 class ReferenceModelError(UserError):
@@ -129,11 +129,6 @@ def reference_fingerprint(directory: Path, dtype: str) -> str:
             identity = f"size={stat.st_size},mtime_ns={stat.st_mtime_ns}"
         parts.append(f"{path.name}:{identity}")
     return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()
-
-
-def short_name(name: str | None) -> str:
-    """The last part of a model name or path (``EleutherAI/pythia-70m`` -> ``pythia-70m``)."""
-    return str(name).rstrip("/").split("/")[-1] if name else "none"
 
 
 def default_cache_path(name: str, fingerprint: str) -> Path:
@@ -415,17 +410,3 @@ class ReferenceScores:
 def prepare(task, settings) -> ReferenceScores:
     """The registry's ``prepare`` hook of Small-Ref (once per run)."""
     return ReferenceScores(task, settings)
-
-
-def dtype_choice(name: str, value: Any) -> str:
-    """One of :data:`DTYPES`."""
-    if value not in DTYPES:
-        raise ValueError(f"metadata {name}={value!r}: expected one of {', '.join(DTYPES)}.")
-    return value
-
-
-def device_name(name: str, value: Any) -> str:
-    """``auto`` (CUDA if available, else CPU), ``cpu``, ``cuda``, ``cuda:1``, ``mps``, ..."""
-    if not isinstance(value, str) or not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?|xpu(:\d+)?", value):
-        raise ValueError(f"metadata {name}={value!r}: expected auto, cpu, cuda, cuda:<index> or mps.")
-    return value
