@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from pdd_tasks.backends.base import ContextLimit, PerTokenRequest, encode_text
+from pdd_tasks.backends.token_stats import position_stats
 from pdd_tasks.errors import UserError
 from pdd_tasks.paths import pdd_home
 from pdd_tasks.registry import short_name
@@ -315,8 +316,9 @@ class ReferenceScores:
 
     def _score_batch(self, batch: list[tuple[list[int], list[int]]]) -> list[np.ndarray]:
         """Per-token log-probs (float32) of a batch of ``(start, tokens)``: one forward pass, right
-        padding without an attention mask (causal: padding after a text does not change it), as the
-        target's HF capture does."""
+        padding without an attention mask (causal: padding after a text does not change it), and the
+        log-softmax of :func:`pdd_tasks.backends.token_stats.position_stats`, as the target's HF
+        capture computes them."""
         import torch
 
         model = self._load_model()
@@ -337,10 +339,9 @@ class ReferenceScores:
             answers = []
             for row, (start, tokens) in enumerate(batch):
                 first = len(start) - 1
-                scores = logits[row, first : first + len(tokens)].float()
-                targets = torch.tensor(tokens, device=scores.device)
-                logprobs = scores.gather(1, targets[:, None])[:, 0] - torch.logsumexp(scores, dim=-1)
-                answers.append(logprobs.cpu().numpy().astype(np.float32))
+                targets = torch.tensor(tokens, device=logits.device)
+                stats = position_stats(logits[row, first : first + len(tokens)], targets)
+                answers.append(stats.logprobs.cpu().numpy().astype(np.float32))
         return answers
 
     def _score_texts(self, texts: list[str]) -> None:
