@@ -30,7 +30,7 @@ from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
 from pdd_tasks import lm_eval_patches
-from pdd_tasks.registry import ScoringSettings, TextInputs, score_text
+from pdd_tasks.registry import ScoringSettings, TextInputs, extra_requests, score_text
 from pdd_tasks.tools.cli import tasks_path
 from pdd_tasks.tools.default_model import ensure_default_model
 
@@ -42,7 +42,8 @@ def reference_loop(model, tokenizer, start_id: int, texts: list[str], log_freq: 
     with torch.no_grad():
         for text in texts:
             per_text = []
-            for variant in (text, text.lower()):
+            variants = [text] + [continuation for _, _, continuation in extra_requests(text, settings)]
+            for variant in variants:
                 ids = torch.tensor([[start_id] + tokenizer.encode(variant, add_special_tokens=False)])
                 logits = model(ids).logits[0, :-1].float()
                 probs = F.softmax(logits, dim=-1)
@@ -52,8 +53,10 @@ def reference_loop(model, tokenizer, start_id: int, texts: list[str], log_freq: 
                 mu = (probs * log_probs).sum(-1)
                 sigma = ((probs * log_probs.square()).sum(-1) - mu.square()).clamp_min(0).sqrt()
                 per_text.append((targets.numpy(), token_log_probs.numpy(), mu.numpy(), sigma.numpy()))
-            (ids_, lp, mu_, sigma_), (_, lower_lp, _, _) = per_text
-            inputs = TextInputs(text, lp, ids_, mu_, sigma_, log_freq, {"lowercase": [lower_lp]})
+            (ids_, lp, mu_, sigma_), extra = per_text[0], {}
+            for (method, _, _), (_, extra_lp, _, _) in zip(extra_requests(text, settings), per_text[1:], strict=True):
+                extra.setdefault(method, []).append(extra_lp)
+            inputs = TextInputs(text, lp, ids_, mu_, sigma_, log_freq, extra)
             score_text(inputs, settings)
             scored += len(lp)
     return scored

@@ -1,12 +1,17 @@
-"""The method registry: every detection method of the pdd tasks, declared once.
+"""The method registry: every detection method of the pdd tasks, registered once.
 
 An entry (:class:`Method`) says what a method is called (its name is the prefix of its metrics:
 ``min_k`` gives ``min_k_auc``), how it scores one text from the backend's answer (a call of a pure
-function of :mod:`pdd_metrics`), what it needs from the backend, which task settings it reads (with
-their defaults, checks and the paper's value), which extra texts it has scored, when it is in
-effect, and its table label, built from the settings in effect. The task class
-(:mod:`pdd_tasks.tasks.base`), the report (:mod:`pdd_tasks.tools.report`) and the benchmarks read
-this module; nothing else lists methods. Adding a method: ``docs/adding-a-method.md``.
+function of :mod:`pdd_metrics`), the same score computed plainly (its reference implementation,
+which the tests compare with it), which task settings it reads (with their defaults, checks and the
+paper's value), which extra texts it has scored, what it prepares once per run, when it is in
+effect, and its table label, built from the settings in effect. :func:`register` adds an entry and
+refuses a name registered twice. The task class (:mod:`pdd_tasks.tasks.base`), the report
+(:mod:`pdd_tasks.tools.report`), the tests and the benchmarks read this module. Adding a method:
+``docs/adding-a-method.md``.
+
+This module imports neither lm-eval nor torch: the per-run hooks (:attr:`Method.prepare`) are named
+by path and imported when a task runs them.
 
 Every score is oriented higher = more likely a member.
 """
@@ -16,10 +21,15 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import importlib
 import inspect
 import logging
+import math
+import re
+import zlib
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -37,8 +47,6 @@ from pdd_metrics import (
 )
 from pdd_metrics.recall import con_recall_score, recall_score
 from pdd_tasks.errors import UserError
-from pdd_tasks.prepare import small_ref
-from pdd_tasks.prepare.recall_prefixes import prepare_prefixes
 
 
 logger = logging.getLogger(__name__)
@@ -220,26 +228,29 @@ CON_RECALL_GAMMA = Setting(
 )
 
 
-def _prefixed(inputs: TextInputs, method: str) -> tuple[np.ndarray, np.ndarray]:
-    """(log p after the method's prefix, log p without it) of the same tokens; with ``truncate: true``
-    a prefix can leave room for fewer of them, and both are then cut to those the prefixed request scored.
-    Under ``convention: reference-code`` the prefixed request scores the text's first id too (one
-    more value, first), as the authors' scripts: both are passed whole."""
-    prefixed = inputs.extra_logprobs[method][0]
-    if prefixed.size == inputs.logprobs.size + 1:
-        return prefixed, inputs.logprobs
-    return prefixed, inputs.logprobs[: prefixed.size]
+# -- Small-Ref (pdd_tasks.prepare.small_ref) --
+
+#: The dtypes Small-Ref's reference model can be loaded in.
+SMALL_REF_DTYPES = ("float32", "bfloat16", "float16")
 
 
-def _recall(inputs: TextInputs, settings) -> float:
-    return recall_score(*_prefixed(inputs, "recall"))
+def dtype_choice(name: str, value: Any) -> str:
+    """One of :data:`SMALL_REF_DTYPES`."""
+    if value not in SMALL_REF_DTYPES:
+        raise ValueError(f"metadata {name}={value!r}: expected one of {', '.join(SMALL_REF_DTYPES)}.")
+    return value
 
 
-def _con_recall(inputs: TextInputs, settings) -> float:
-    nonmember, plain = _prefixed(inputs, "recall")  # Con-ReCall shares ReCaLL's non-member request
-    member = inputs.extra_logprobs["con_recall"][0]
-    n = min(nonmember.size, member.size)
-    return con_recall_score(nonmember[:n], member[:n], plain[:n], gamma=settings.con_recall_gamma)
+def device_name(name: str, value: Any) -> str:
+    """``auto`` (CUDA if available, else CPU), ``cpu``, ``cuda``, ``cuda:1``, ``mps``, ..."""
+    if not isinstance(value, str) or not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?|xpu(:\d+)?", value):
+        raise ValueError(f"metadata {name}={value!r}: expected auto, cpu, cuda, cuda:<index> or mps.")
+    return value
+
+
+def short_name(name: str | None) -> str:
+    """The last part of a model name or path (``EleutherAI/pythia-70m`` -> ``pythia-70m``), for labels."""
+    return str(name).rstrip("/").split("/")[-1] if name else "none"
 
 
 SMALL_REF_SETTINGS = (
@@ -252,10 +263,8 @@ SMALL_REF_SETTINGS = (
         "for a fine-tuned target, its base model.",
         switch=True,
     ),
-    Setting("small_ref_dtype", "float32", small_ref.dtype_choice, "dtype of the reference model's weights."),
-    Setting(
-        "small_ref_device", "auto", small_ref.device_name, "device of the reference model (auto: CUDA if available)."
-    ),
+    Setting("small_ref_dtype", "float32", dtype_choice, "dtype of the reference model's weights."),
+    Setting("small_ref_device", "auto", device_name, "device of the reference model (auto: CUDA if available)."),
     Setting("small_ref_batch_size", 8, whole_number, "texts per forward pass of the reference model."),
     Setting(
         "small_ref_cache",
@@ -265,6 +274,49 @@ SMALL_REF_SETTINGS = (
         "$LM_EVAL_PDD_HOME/small_ref (a file written for another model is refused).",
     ),
 )
+
+# -- Neighbor (pdd_tasks.prepare.neighbors) --
+
+
+#: Largest number of words replaced per neighbour (the neighbour generator enumerates the sets of
+#: ``neighbor_words`` replaced words, so the work grows as positions ** words).
+NEIGHBOR_MAX_WORDS = 3
+
+
+def _neighbor_words(name: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= NEIGHBOR_MAX_WORDS:
+        raise ValueError(f"metadata {name}={value!r}: expected a whole number from 1 to {NEIGHBOR_MAX_WORDS}.")
+    return value
+
+
+NEIGHBOR_SETTINGS = (
+    Setting(
+        "neighbor_model",
+        None,
+        optional_string("a masked LM's hub id or local directory, e.g. roberta-base"),
+        "the masked LM that makes the Neighbor attack's neighbours (hub id or local directory; the paper uses "
+        "BERT, mimir RoBERTa too); naming one turns the Neighbor method on (neighbor_count + 1 forward passes "
+        "of the target model per text).",
+        switch=True,
+    ),
+    Setting(
+        "neighbor_count",
+        25,
+        whole_number,
+        "neighbours per text for the Neighbor attack (25, as mimir's and the Min-K%++ paper's comparison; "
+        "Mattern et al. vary it up to 100, more is better and costlier).",
+    ),
+    Setting(
+        "neighbor_words",
+        1,
+        _neighbor_words,
+        "words replaced per neighbour for the Neighbor attack (the paper's neighbours replace one word).",
+    ),
+    Setting(
+        "neighbor_seed", 0, whole_number_or_zero, "seed of the masked LM's embedding dropout for the Neighbor attack."
+    ),
+)
+
 
 #: Settings of the scoring path itself, not of one method.
 GENERAL_SETTINGS = (
@@ -311,13 +363,12 @@ class TextInputs:
     """What the backend returned for one text, as arrays with one entry per scored token.
 
     Attributes:
-        text: the scored text.
+        text: the scored text (under ``truncate: true``, the beginning the model scored).
         logprobs: log p(x_i | x_<i) of its tokens after the start token.
         token_ids: the ids of those tokens.
         mu, sigma: mean and standard deviation of log p over the full next-token distribution
             (Min-K%++ Eq. 3-4; exact or a top-k estimate, as the results JSON records).
-        log_reference_freq: log f(v) per token id (DC-PDD Eq. 5), or None where no method in
-            effect needs it.
+        log_reference_freq: log f(v) per token id (DC-PDD Eq. 5), from the run's reference table.
         extra_logprobs: method name -> log-probs of the continuation of each of its extra
             requests (:attr:`Method.extra_requests`), in the order it listed them.
         prepared: method name -> what the task prepared for it once per run
@@ -334,26 +385,19 @@ class TextInputs:
     prepared: dict[str, Any] = field(default_factory=dict)
 
 
-#: What a method may need from the backend (:attr:`Method.needs`).
-NEEDS = {
-    "logprobs": "log p of each token of the text",
-    "token_ids": "the ids of those tokens",
-    "mu_sigma": "mean and standard deviation of log p over the next-token distribution",
-    "reference_frequencies": "a reference token-frequency table for the model's tokenizer",
-    "text": "the raw text",
-    "extra_requests": "more texts scored per text (after the start token, or after a context), one request each",
-}
-
-
 @dataclass(frozen=True)
 class Method:
     """One detection method.
 
     Attributes:
-        name: the metric prefix (``<name>_auc``); lowercase, no spaces.
-        score: ``score(inputs, settings)`` -> the text's score, higher = more likely a member.
+        name: the metric prefix (``<name>_auc``); lowercase, no spaces, registered once.
+        score: ``score(inputs, settings)`` -> the text's score, higher = more likely a member: a
+            call of the method's pure function of :mod:`pdd_metrics`.
+        reference: ``reference(inputs, settings)`` -> the same score computed plainly from the same
+            inputs (a loop over the tokens, as the paper writes its equation), with no call of
+            :mod:`pdd_metrics`; ``tests/test_registry.py`` compares ``score`` with it for every
+            registered method on hand-made and random inputs.
         label: ``label(settings)`` -> the table label, from the settings in effect.
-        needs: keys of :data:`NEEDS`.
         citation: the paper and equation.
         settings: the settings it reads (each declared once; shared ones are module constants).
         extra_requests: ``extra_requests(text, settings, prepared)`` -> ``(context, continuation)``
@@ -364,21 +408,163 @@ class Method:
             :func:`pdd_tasks.backends.base.split_after_start_token`). Their
             log-probs reach ``score`` as ``inputs.extra_logprobs[name]``. ``prepared`` is what
             ``prepare`` returned (None without it).
-        prepare: ``prepare(task, settings)`` -> anything the method needs once per run (prefix
-            texts, a neighbour generator, ...), called by the task after its data is loaded; the
-            result reaches ``extra_requests`` and ``inputs.prepared[name]``.
+        prepare: ``"module:function"`` of a hook ``function(task, settings)`` -> anything the method
+            needs once per run (prefix texts, a neighbour generator, ...), called by the task after
+            its data is loaded; the result reaches ``extra_requests`` and ``inputs.prepared[name]``.
+            Named by its path, as lm-eval's registry names lazy entries, and imported only when a
+            task runs the method (:func:`prepare_hook`): the hooks live in :mod:`pdd_tasks.prepare`,
+            a layer above this module, and load models.
         enabled: ``enabled(settings)`` -> whether the method is in effect.
     """
 
     name: str
     score: Callable[[TextInputs, Any], float]
+    reference: Callable[[TextInputs, Any], float]
     label: Callable[[Any], str]
-    needs: frozenset[str]
     citation: str
     settings: tuple[Setting, ...] = ()
     extra_requests: Callable[[str, Any, Any], list[tuple[str, str]]] | None = None
-    prepare: Callable[[Any, Any], Any] | None = None
+    prepare: str | None = None
     enabled: Callable[[Any], bool] = lambda settings: True
+
+
+class DuplicateMethodError(ValueError):
+    """A method name registered twice (a programming error, as in lm-eval's registry)."""
+
+
+#: Every registered method by name, in registration order (= table order).
+METHODS: dict[str, Method] = {}
+
+
+def register(method: Method) -> Method:
+    """Add ``method`` to :data:`METHODS`, after those registered before it (its place in tables).
+
+    A name registered twice raises :class:`DuplicateMethodError`, as ``lm_eval.api.registry`` does
+    for a model or metric name: its metrics (``<name>_auc``) would otherwise replace the other
+    method's silently. Methods are registered here, at import: :data:`SETTINGS` and
+    :class:`ScoringSettings` are built from them below.
+    """
+    if method.name in METHODS:
+        raise DuplicateMethodError(
+            f"method {method.name!r} is registered twice in pdd_tasks.registry (citations: "
+            f"{METHODS[method.name].citation!r} and {method.citation!r}); a method name is the prefix of its "
+            f"metrics ({method.name}_auc, ...) and must be unique: rename one of them."
+        )
+    METHODS[method.name] = method
+    return method
+
+
+def prepare_hook(path: str) -> Callable[[Any, Any], Any]:
+    """The function a :attr:`Method.prepare` path ``"module:function"`` names, imported now."""
+    module, _, name = path.partition(":")
+    if not name:
+        raise ValueError(f"prepare hook {path!r}: expected 'module:function'")
+    return getattr(importlib.import_module(module), name)
+
+
+# -- plain computations for the reference implementations ---------------------------------------
+
+
+def _mean(values) -> float:
+    """The arithmetic mean, summed in a loop."""
+    total = 0.0
+    for value in values:
+        total += float(value)
+    return total / len(values)
+
+
+def _lowest_k(values, k: float) -> list[float]:
+    """The ``max(1, floor(n k))`` smallest values, with k the decimal as written (29% of 100 is 29)."""
+    count = max(1, math.floor(Fraction(str(k)) * len(values)))
+    return sorted(float(value) for value in values)[:count]
+
+
+# -- the methods, in table order -----------------------------------------------------------------
+
+
+def _loss_reference(inputs: TextInputs, settings) -> float:
+    return _mean(inputs.logprobs)  # -log PPL = (1/n) sum_i log p_i
+
+
+register(
+    Method(
+        name="loss",
+        score=lambda inputs, settings: loss_score(inputs.logprobs),
+        reference=_loss_reference,
+        label=lambda settings: "Loss",
+        citation="Yeom et al. 2018; Carlini et al. 2021: mean log p",
+    )
+)
+
+
+def _zlib_reference(inputs: TextInputs, settings) -> float:
+    return _mean(inputs.logprobs) / len(zlib.compress(inputs.text.encode("utf-8")))
+
+
+register(
+    Method(
+        name="zlib",
+        score=lambda inputs, settings: zlib_score(inputs.logprobs, inputs.text),
+        reference=_zlib_reference,
+        label=lambda settings: "Zlib",
+        citation="Carlini et al. 2021, Sec. 6.1: mean log p / zlib bytes",
+    )
+)
+
+
+def _lowercase_reference(inputs: TextInputs, settings) -> float:
+    return _mean(inputs.extra_logprobs["lowercase"][0]) / _mean(inputs.logprobs)  # log PPL_lower / log PPL
+
+
+register(
+    Method(
+        name="lowercase",
+        score=lambda inputs, settings: lowercase_score(inputs.logprobs, inputs.extra_logprobs["lowercase"][0]),
+        reference=_lowercase_reference,
+        label=lambda settings: "Lowercase",
+        citation="Carlini et al. 2021, Sec. 6.1: log PPL(lower(x)) / log PPL(x)",
+        settings=(LOWERCASE,),
+        extra_requests=lambda text, settings, prepared: [("", text.lower())],
+        enabled=lambda settings: settings.lowercase,
+    )
+)
+
+
+def _min_k_reference(inputs: TextInputs, settings) -> float:
+    return _mean(_lowest_k(inputs.logprobs, settings.min_k))
+
+
+register(
+    Method(
+        name="min_k",
+        score=lambda inputs, settings: min_k_score(inputs.logprobs, k=settings.min_k),
+        reference=_min_k_reference,
+        label=lambda settings: f"Min-K% (k={settings.min_k:g})",
+        citation="Shi et al., ICLR 2024, Sec. 3",
+        settings=(MIN_K,),
+    )
+)
+
+
+def _min_k_pp_reference(inputs: TextInputs, settings) -> float:
+    z = []  # Eq. 3: z_i = (log p_i - mu_i) / sigma_i, sigma floored at 1e-6 (min_k_plus_plus_score)
+    for logprob, mu, sigma in zip(inputs.logprobs, inputs.mu, inputs.sigma, strict=True):
+        z.append((float(logprob) - float(mu)) / max(float(sigma), 1e-6))
+    return _mean(_lowest_k(z, settings.min_k_pp))  # Eq. 4
+
+
+register(
+    Method(
+        name="min_k_pp",
+        score=lambda inputs, settings: min_k_plus_plus_score(
+            inputs.logprobs, inputs.mu, inputs.sigma, k=settings.min_k_pp
+        ),
+        reference=_min_k_pp_reference,
+        label=lambda settings: f"Min-K%++ (k={settings.min_k_pp:g})",
+        citation="Zhang et al., ICLR 2025, Eq. 3-4",
+        settings=(MIN_K_PP,),
+    )
+)
 
 
 def _dcpdd(ablation: str | None):
@@ -389,187 +575,182 @@ def _dcpdd(ablation: str | None):
     return score
 
 
-_DCPDD_NEEDS = frozenset({"logprobs", "token_ids", "reference_frequencies"})
+def _dcpdd_reference(capped: bool, first_occurrences: bool):
+    """DC-PDD Eq. 6-8 as a loop: alpha_i = -p_i log f(x_i), capped at a (Eq. 7), averaged over the
+    first occurrence of each token id (Eq. 8) or over every token (the ablations)."""
+
+    def reference(inputs: TextInputs, settings) -> float:
+        seen, alphas = set(), []
+        for logprob, token in zip(inputs.logprobs, inputs.token_ids, strict=True):
+            if first_occurrences and int(token) in seen:
+                continue
+            seen.add(int(token))
+            alpha = -math.exp(float(logprob)) * float(inputs.log_reference_freq[int(token)])
+            alphas.append(min(alpha, settings.dcpdd_a) if capped else alpha)
+        return _mean(alphas)
+
+    return reference
 
 
-# -- Neighbor (Mattern et al. 2023): neighbours from a masked LM ---------------------------------
-
-
-def _neighbor_words(name: str, value: Any) -> int:
-    from pdd_tasks.prepare.neighbors import MAX_WORDS
-
-    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_WORDS:
-        raise ValueError(f"metadata {name}={value!r}: expected a whole number from 1 to {MAX_WORDS}.")
-    return value
-
-
-NEIGHBOR_SETTINGS = (
-    Setting(
-        "neighbor_model",
-        None,
-        optional_string("a masked LM's hub id or local directory, e.g. roberta-base"),
-        "the masked LM that makes the Neighbor attack's neighbours (hub id or local directory; the paper uses "
-        "BERT, mimir RoBERTa too); naming one turns the Neighbor method on (neighbor_count + 1 forward passes "
-        "of the target model per text).",
-        switch=True,
-    ),
-    Setting(
-        "neighbor_count",
-        25,
-        whole_number,
-        "neighbours per text for the Neighbor attack (25, as mimir's and the Min-K%++ paper's comparison; "
-        "Mattern et al. vary it up to 100, more is better and costlier).",
-    ),
-    Setting(
-        "neighbor_words",
-        1,
-        _neighbor_words,
-        "words replaced per neighbour for the Neighbor attack (the paper's neighbours replace one word).",
-    ),
-    Setting(
-        "neighbor_seed", 0, whole_number_or_zero, "seed of the masked LM's embedding dropout for the Neighbor attack."
-    ),
+register(
+    Method(
+        name="dcpdd",
+        score=_dcpdd(None),
+        reference=_dcpdd_reference(capped=True, first_occurrences=True),
+        label=lambda settings: f"DC-PDD (a={settings.dcpdd_a:g})",
+        citation="Zhang et al., EMNLP 2024, Eq. 3-8",
+        settings=(DCPDD_A, FREQ_TABLE),
+    )
+)
+register(
+    Method(
+        name="dcpdd_cld",
+        score=_dcpdd("cld"),
+        reference=_dcpdd_reference(capped=False, first_occurrences=False),
+        label=lambda settings: "DC-PDD ablation CLD",
+        citation="Zhang et al., EMNLP 2024, Sec. 5 (no cap, every token)",
+        settings=(FREQ_TABLE, DCPDD_ABLATION_SETTING),
+        enabled=lambda settings: settings.dcpdd_ablations,
+    )
+)
+register(
+    Method(
+        name="dcpdd_lup",
+        score=_dcpdd("lup"),
+        reference=_dcpdd_reference(capped=True, first_occurrences=False),
+        label=lambda settings: f"DC-PDD ablation +LUP (a={settings.dcpdd_a:g})",
+        citation="Zhang et al., EMNLP 2024, Sec. 5 (cap a, every token)",
+        settings=(DCPDD_A, FREQ_TABLE, DCPDD_ABLATION_SETTING),
+        enabled=lambda settings: settings.dcpdd_ablations,
+    )
 )
 
 
-def _neighbor_generator(task, settings):
-    import torch
-
-    from pdd_tasks.prepare.neighbors import NeighborGenerator
-
-    return NeighborGenerator(
-        name=settings.neighbor_model,
-        count=settings.neighbor_count,
-        words=settings.neighbor_words,
-        seed=settings.neighbor_seed,
-        device="cuda" if torch.cuda.is_available() else "cpu",
-    )
+# -- Neighbor (Mattern et al. 2023): neighbours from a masked LM (pdd_tasks.prepare.neighbors) --
 
 
 def _neighbor_label(settings) -> str:
     words = f", {settings.neighbor_words} words" if settings.neighbor_words != 1 else ""
-    model = str(settings.neighbor_model or "").rstrip("/").split("/")[-1]
-    return f"Neighbor (n={settings.neighbor_count}{words}, {model})"
+    return f"Neighbor (n={settings.neighbor_count}{words}, {short_name(settings.neighbor_model)})"
 
 
-METHODS: dict[str, Method] = {
-    method.name: method
-    for method in (
-        Method(
-            name="loss",
-            score=lambda inputs, settings: loss_score(inputs.logprobs),
-            label=lambda settings: "Loss",
-            needs=frozenset({"logprobs"}),
-            citation="Yeom et al. 2018; Carlini et al. 2021: mean log p",
-        ),
-        Method(
-            name="zlib",
-            score=lambda inputs, settings: zlib_score(inputs.logprobs, inputs.text),
-            label=lambda settings: "Zlib",
-            needs=frozenset({"logprobs", "text"}),
-            citation="Carlini et al. 2021, Sec. 6.1: mean log p / zlib bytes",
-        ),
-        Method(
-            name="lowercase",
-            score=lambda inputs, settings: lowercase_score(inputs.logprobs, inputs.extra_logprobs["lowercase"][0]),
-            label=lambda settings: "Lowercase",
-            needs=frozenset({"logprobs", "extra_requests"}),
-            citation="Carlini et al. 2021, Sec. 6.1: log PPL(lower(x)) / log PPL(x)",
-            settings=(LOWERCASE,),
-            extra_requests=lambda text, settings, prepared: [("", text.lower())],
-            enabled=lambda settings: settings.lowercase,
-        ),
-        Method(
-            name="min_k",
-            score=lambda inputs, settings: min_k_score(inputs.logprobs, k=settings.min_k),
-            label=lambda settings: f"Min-K% (k={settings.min_k:g})",
-            needs=frozenset({"logprobs"}),
-            citation="Shi et al., ICLR 2024, Sec. 3",
-            settings=(MIN_K,),
-        ),
-        Method(
-            name="min_k_pp",
-            score=lambda inputs, settings: min_k_plus_plus_score(
-                inputs.logprobs, inputs.mu, inputs.sigma, k=settings.min_k_pp
-            ),
-            label=lambda settings: f"Min-K%++ (k={settings.min_k_pp:g})",
-            needs=frozenset({"logprobs", "mu_sigma"}),
-            citation="Zhang et al., ICLR 2025, Eq. 3-4",
-            settings=(MIN_K_PP,),
-        ),
-        Method(
-            name="dcpdd",
-            score=_dcpdd(None),
-            label=lambda settings: f"DC-PDD (a={settings.dcpdd_a:g})",
-            needs=_DCPDD_NEEDS,
-            citation="Zhang et al., EMNLP 2024, Eq. 3-8",
-            settings=(DCPDD_A, FREQ_TABLE),
-        ),
-        Method(
-            name="dcpdd_cld",
-            score=_dcpdd("cld"),
-            label=lambda settings: "DC-PDD ablation CLD",
-            needs=_DCPDD_NEEDS,
-            citation="Zhang et al., EMNLP 2024, Sec. 5 (no cap, every token)",
-            settings=(FREQ_TABLE, DCPDD_ABLATION_SETTING),
-            enabled=lambda settings: settings.dcpdd_ablations,
-        ),
-        Method(
-            name="dcpdd_lup",
-            score=_dcpdd("lup"),
-            label=lambda settings: f"DC-PDD ablation +LUP (a={settings.dcpdd_a:g})",
-            needs=_DCPDD_NEEDS,
-            citation="Zhang et al., EMNLP 2024, Sec. 5 (cap a, every token)",
-            settings=(DCPDD_A, FREQ_TABLE, DCPDD_ABLATION_SETTING),
-            enabled=lambda settings: settings.dcpdd_ablations,
-        ),
-        Method(
-            name="neighbor",
-            score=lambda inputs, settings: neighbor_score(inputs.logprobs, inputs.extra_logprobs["neighbor"]),
-            label=_neighbor_label,
-            needs=frozenset({"logprobs", "extra_requests"}),
-            citation="Mattern et al., ACL Findings 2023, Sec. 3: mean log p(x) - mean over neighbours",
-            settings=NEIGHBOR_SETTINGS,
-            extra_requests=lambda text, settings, prepared: [("", n) for n in prepared.neighbors(text)],
-            prepare=_neighbor_generator,
-            enabled=lambda settings: settings.neighbor_model is not None,
-        ),
-        Method(
-            name="recall",
-            score=_recall,
-            label=lambda settings: f"ReCaLL ({settings.recall_shots} shots)",
-            needs=frozenset({"logprobs", "extra_requests"}),
-            citation="Xie et al., EMNLP 2024, Sec. 3: LL(x | P) / LL(x)",
-            settings=(RECALL_SHOTS, RECALL_PREFIX_FILE, RECALL_SEED),
-            extra_requests=lambda text, settings, prefixes: [(prefixes.nonmember, text)],
-            prepare=prepare_prefixes,
-            enabled=lambda settings: settings.recall_shots > 0,
-        ),
-        Method(
-            name="con_recall",
-            score=_con_recall,
-            label=lambda settings: f"Con-ReCall (gamma={settings.con_recall_gamma:g}, {settings.recall_shots} shots)",
-            needs=frozenset({"logprobs", "extra_requests"}),
-            citation="Wang et al., COLING 2025, Sec. 3: (LL(x | P_nm) - gamma LL(x | P_m)) / LL(x)",
-            settings=(RECALL_SHOTS, RECALL_PREFIX_FILE, RECALL_SEED, CON_RECALL, CON_RECALL_GAMMA),
-            extra_requests=lambda text, settings, prefixes: [(prefixes.member, text)],
-            prepare=prepare_prefixes,
-            enabled=lambda settings: settings.con_recall,
-        ),
-        Method(
-            name="small_ref",
-            score=lambda inputs, settings: small_ref_score(
-                inputs.logprobs, inputs.prepared["small_ref"].logprobs(inputs.text)
-            ),
-            label=lambda settings: f"Small-Ref ({small_ref.short_name(settings.small_ref_model)})",
-            needs=frozenset({"logprobs", "text"}),
-            citation="Carlini et al. 2021, Sec. 6.1; DC-PDD Appendix A.1: mean log p_target - mean log p_ref",
-            settings=SMALL_REF_SETTINGS,
-            prepare=small_ref.prepare,
-            enabled=lambda settings: settings.small_ref_model is not None,
-        ),
+def _neighbor_reference(inputs: TextInputs, settings) -> float:
+    neighbours = [_mean(values) for values in inputs.extra_logprobs["neighbor"]]
+    return _mean(inputs.logprobs) - _mean(neighbours)  # L(x~) - L(x), L the mean loss (Sec. 3.1)
+
+
+register(
+    Method(
+        name="neighbor",
+        score=lambda inputs, settings: neighbor_score(inputs.logprobs, inputs.extra_logprobs["neighbor"]),
+        reference=_neighbor_reference,
+        label=_neighbor_label,
+        citation="Mattern et al., ACL Findings 2023, Sec. 3: mean log p(x) - mean over neighbours",
+        settings=NEIGHBOR_SETTINGS,
+        extra_requests=lambda text, settings, prepared: [("", n) for n in prepared.neighbors(text)],
+        prepare="pdd_tasks.prepare.neighbors:prepare",
+        enabled=lambda settings: settings.neighbor_model is not None,
     )
-}
+)
+
+
+# -- ReCaLL and Con-ReCall (pdd_tasks.prepare.recall_prefixes) --
+
+
+def _prefixed(inputs: TextInputs, method: str) -> tuple[np.ndarray, np.ndarray]:
+    """(log p after the method's prefix, log p without it) of the same tokens; with ``truncate: true``
+    a prefix can leave room for fewer of them, and both are then cut to those the prefixed request scored.
+    Under ``convention: reference-code`` the prefixed request scores the text's first id too (one
+    more value, first), as the authors' scripts: both are passed whole."""
+    prefixed = inputs.extra_logprobs[method][0]
+    if prefixed.size == inputs.logprobs.size + 1:
+        return prefixed, inputs.logprobs
+    return prefixed, inputs.logprobs[: prefixed.size]
+
+
+def _recall(inputs: TextInputs, settings) -> float:
+    return recall_score(*_prefixed(inputs, "recall"))
+
+
+def _con_recall(inputs: TextInputs, settings) -> float:
+    nonmember, plain = _prefixed(inputs, "recall")  # Con-ReCall shares ReCaLL's non-member request
+    member = inputs.extra_logprobs["con_recall"][0]
+    n = min(nonmember.size, member.size)
+    return con_recall_score(nonmember[:n], member[:n], plain[:n], gamma=settings.con_recall_gamma)
+
+
+def _unprefixed_reference(inputs: TextInputs, prefixed_size: int) -> list[float]:
+    """log p without the prefix of the tokens a prefixed request scored: all of them when it scored
+    one more (the text's first id, ``reference-code``), else its first ``prefixed_size``."""
+    values = [float(value) for value in inputs.logprobs]
+    return values if prefixed_size == len(values) + 1 else values[:prefixed_size]
+
+
+def _recall_reference(inputs: TextInputs, settings) -> float:
+    prefixed = inputs.extra_logprobs["recall"][0]
+    return _mean(prefixed) / _mean(_unprefixed_reference(inputs, len(prefixed)))  # LL(x | P) / LL(x)
+
+
+def _con_recall_reference(inputs: TextInputs, settings) -> float:
+    nonmember, member = inputs.extra_logprobs["recall"][0], inputs.extra_logprobs["con_recall"][0]
+    plain = _unprefixed_reference(inputs, len(nonmember))
+    n = min(len(nonmember), len(member))
+    gamma = settings.con_recall_gamma
+    return (_mean(nonmember[:n]) - gamma * _mean(member[:n])) / _mean(plain[:n])
+
+
+_RECALL_PREFIXES = "pdd_tasks.prepare.recall_prefixes:prepare_prefixes"  # one call shared by both
+
+register(
+    Method(
+        name="recall",
+        score=_recall,
+        reference=_recall_reference,
+        label=lambda settings: f"ReCaLL ({settings.recall_shots} shots)",
+        citation="Xie et al., EMNLP 2024, Sec. 3: LL(x | P) / LL(x)",
+        settings=(RECALL_SHOTS, RECALL_PREFIX_FILE, RECALL_SEED),
+        extra_requests=lambda text, settings, prefixes: [(prefixes.nonmember, text)],
+        prepare=_RECALL_PREFIXES,
+        enabled=lambda settings: settings.recall_shots > 0,
+    )
+)
+register(
+    Method(
+        name="con_recall",
+        score=_con_recall,
+        reference=_con_recall_reference,
+        label=lambda settings: f"Con-ReCall (gamma={settings.con_recall_gamma:g}, {settings.recall_shots} shots)",
+        citation="Wang et al., COLING 2025, Sec. 3: (LL(x | P_nm) - gamma LL(x | P_m)) / LL(x)",
+        settings=(RECALL_SHOTS, RECALL_PREFIX_FILE, RECALL_SEED, CON_RECALL, CON_RECALL_GAMMA),
+        extra_requests=lambda text, settings, prefixes: [(prefixes.member, text)],
+        prepare=_RECALL_PREFIXES,
+        enabled=lambda settings: settings.con_recall,
+    )
+)
+
+
+# -- Small-Ref (pdd_tasks.prepare.small_ref): a reference model's log-probs of the same text --
+
+
+def _small_ref_reference(inputs: TextInputs, settings) -> float:
+    return _mean(inputs.logprobs) - _mean(inputs.prepared["small_ref"].logprobs(inputs.text))
+
+
+register(
+    Method(
+        name="small_ref",
+        score=lambda inputs, settings: small_ref_score(
+            inputs.logprobs, inputs.prepared["small_ref"].logprobs(inputs.text)
+        ),
+        reference=_small_ref_reference,
+        label=lambda settings: f"Small-Ref ({short_name(settings.small_ref_model)})",
+        citation="Carlini et al. 2021, Sec. 6.1; DC-PDD Appendix A.1: mean log p_target - mean log p_ref",
+        settings=SMALL_REF_SETTINGS,
+        prepare="pdd_tasks.prepare.small_ref:prepare",
+        enabled=lambda settings: settings.small_ref_model is not None,
+    )
+)
+
 
 #: Every method name, in table order.
 METHOD_NAMES: tuple[str, ...] = tuple(METHODS)
@@ -631,11 +812,6 @@ ScoringSettings = dataclasses.make_dataclass(
     },
 )
 ScoringSettings.__module__ = __name__
-
-
-def needs(settings, need: str) -> bool:
-    """Whether any method in effect needs ``need`` (a key of :data:`NEEDS`)."""
-    return any(need in METHODS[name].needs for name in settings.methods)
 
 
 def extra_requests(text: str, settings, prepared: dict[str, Any] | None = None) -> list[tuple[str, str, str]]:

@@ -24,9 +24,8 @@ from conftest import (
 )
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from pdd_metrics import dcpdd_score, loss_score, lowercase_score, min_k_plus_plus_score, min_k_score, zlib_score
 from pdd_tasks.freq.tables import FrequencyTable
-from pdd_tasks.registry import DEFAULT_METHODS
+from pdd_tasks.registry import DEFAULT_METHODS, METHODS, ScoringSettings, TextInputs, extra_requests
 
 
 LIMIT = 24
@@ -92,19 +91,17 @@ def test_log_samples_equal_direct_forward_pass(runs, tiny_model, tiny_table):
     log_freq = FrequencyTable.load(tiny_table).log_frequencies(model.config.vocab_size)
     samples = read_samples(runs[1], "pdd_wikimia_32")
     assert len(samples) == LIMIT
+    settings = ScoringSettings()
     for sample in samples:
         text = sample["doc"]["text"]
         ids, logp, mu, sigma = direct_token_stats(model, tokenizer, text)
-        _, lower_logp, _, _ = direct_token_stats(model, tokenizer, text.lower())
-        expected = {
-            "loss": loss_score(logp),
-            "zlib": zlib_score(logp, text),
-            "lowercase": lowercase_score(logp, lower_logp),
-            "min_k": min_k_score(logp, 0.2),
-            "min_k_pp": min_k_plus_plus_score(logp, mu, sigma, 0.2),
-            "dcpdd": dcpdd_score(logp, ids, log_freq, a=0.01),
-        }
-        for method, value in expected.items():
+        extra = {}  # each default method's extra requests (Lowercase: the lowercased text), scored directly
+        for method, context, continuation in extra_requests(text, settings):
+            assert not context, "a default method with a prefixed request: score it here after its context"
+            extra.setdefault(method, []).append(direct_token_stats(model, tokenizer, continuation)[1])
+        inputs = TextInputs(text, logp, ids, mu, sigma, log_freq, extra)
+        for method in DEFAULT_METHODS:
+            value = METHODS[method].reference(inputs, settings)  # the registry's plain computation
             score, label = sample[f"{method}_auc"]
             assert label == sample["doc"]["label"]
             assert score == pytest.approx(value, abs=1e-4), (method, sample["doc_id"])

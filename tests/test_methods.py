@@ -259,33 +259,8 @@ def test_dcpdd_errors():
 
 # ---------------------------------------------------------------- shared input errors
 
-SINGLE_ARRAY_METHODS = [
-    ("loss", lambda lp: loss_score(lp)),
-    ("zlib", lambda lp: zlib_score(lp, "text")),
-    ("lowercase", lambda lp: lowercase_score(lp, np.array([-1.0]))),
-    ("min_k", lambda lp: min_k_score(lp)),
-    ("min_k_pp", lambda lp: min_k_plus_plus_score(lp, np.full(lp.shape, -1.0), np.ones(lp.shape))),
-    ("dcpdd", lambda lp: dcpdd_score(lp, np.zeros(lp.shape, dtype=np.int64), LOG_F)),
-]
-
-
-@pytest.mark.parametrize(("name", "method"), SINGLE_ARRAY_METHODS)
-def test_empty_token_array_raises(name, method):
-    with pytest.raises(ValueError, match="got 0 tokens; an empty text cannot be scored"):
-        method(np.array([]))
-
-
-@pytest.mark.parametrize(("name", "method"), SINGLE_ARRAY_METHODS)
-@pytest.mark.parametrize("bad", [np.nan, -np.inf, np.inf])
-def test_non_finite_logprob_raises(name, method, bad):
-    with pytest.raises(ValueError, match="token_logprobs has 1 non-finite value"):
-        method(np.array([-1.0, bad, -2.0]))
-
-
-@pytest.mark.parametrize(("name", "method"), SINGLE_ARRAY_METHODS)
-def test_two_dimensional_input_raises(name, method):
-    with pytest.raises(ValueError, match="must be a 1-D array"):
-        method(np.array([[-1.0, -2.0]]))
+# Every registered method (these functions through their registry entries) refuses an empty text, a
+# NaN and a 2-D array with the same message: tests/test_registry.py.
 
 
 def test_lowercase_empty_second_array_raises():

@@ -1,37 +1,210 @@
-"""The method registry: every method declared once, settings checked, labels from the settings used."""
+"""The method registry: every method registered once and scored as its reference implementation,
+settings checked, labels from the settings used, and a catalogue that imports without the harness."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-from pdd_metrics import dcpdd_score, loss_score, lowercase_score, min_k_plus_plus_score, min_k_score, zlib_score
+import pdd_metrics
 from pdd_tasks import registry
-from pdd_tasks.registry import DEFAULT_METHODS, METHODS, NEEDS, SETTINGS, ScoringSettings, TextInputs
+from pdd_tasks.registry import (
+    DEFAULT_METHODS,
+    METHOD_NAMES,
+    METHODS,
+    SETTINGS,
+    DuplicateMethodError,
+    ScoringSettings,
+    TextInputs,
+)
 from pdd_tasks.tools.report import method_table
 
 
-def inputs(text="Hello World, hello.", extra=None):
-    rng = np.random.default_rng(0)
-    n = 6
+# -- inputs of every method ----------------------------------------------------------------------
+
+
+class Prepared:
+    """What the ``prepare`` hooks return, reduced to what scoring reads: ReCaLL's and Con-ReCall's
+    prefixes (``recall_prefixes.Prefixes``), Neighbor's neighbours (``NeighborGenerator.neighbors``)
+    and Small-Ref's reference log-probs (``ReferenceScores.logprobs``). A method whose prepared
+    object offers something else needs it added here; its reference test fails until then."""
+
+    nonmember = "A known non-member text."
+    member = "A known member text."
+
+    def __init__(self, reference_logprobs: np.ndarray) -> None:
+        self.reference_logprobs = reference_logprobs
+
+    def neighbors(self, text: str) -> list[str]:
+        return [f"{text} ({index})" for index in range(3)]
+
+    def logprobs(self, text: str) -> np.ndarray:
+        return self.reference_logprobs
+
+
+def text_inputs(text, logprobs, token_ids, mu, sigma, log_freq, settings, seed=0, prefixed="paper"):
+    """TextInputs of one text for every registered method: the extra requests each method asks for
+    (random log-probs; a request after a context scores the text's n tokens, n + 1 under
+    ``prefixed="reference-code"``, fewer under ``"truncated"``) and one prepared object for all."""
+    rng = np.random.default_rng(seed)
+    logprobs = np.asarray(logprobs, dtype=float)
+    prepared = Prepared(-rng.random(int(rng.integers(1, 9))) * 5)
+    extra: dict[str, list[np.ndarray]] = {}
+    for name, method in METHODS.items():
+        if method.extra_requests is None:
+            continue
+        for context, _ in method.extra_requests(text, settings, prepared):
+            if not context:
+                size = int(rng.integers(1, 12))
+            elif prefixed == "truncated":
+                size = int(rng.integers(1, logprobs.size + 1))
+            else:
+                size = logprobs.size + (prefixed == "reference-code")
+            extra.setdefault(name, []).append(-rng.random(size) * 4)
     return TextInputs(
         text=text,
-        logprobs=-rng.random(n) * 4,
-        token_ids=np.array([3, 1, 4, 1, 5, 9]),
-        mu=-rng.random(n) * 3,
-        sigma=rng.random(n) + 0.1,
-        log_reference_freq=np.log(np.full(10, 0.1)),
-        extra_logprobs=extra if extra is not None else {"lowercase": [-rng.random(7) * 5]},
+        logprobs=logprobs,
+        token_ids=np.asarray(token_ids, dtype=np.int64),
+        mu=np.asarray(mu, dtype=float),
+        sigma=np.asarray(sigma, dtype=float),
+        log_reference_freq=np.asarray(log_freq, dtype=float),
+        extra_logprobs=extra,
+        prepared={name: prepared for name in METHODS},
     )
 
 
-def test_names_are_unique_metric_prefixes_and_needs_are_known():
-    assert len(set(METHODS)) == len(METHODS)
+#: Settings the reference tests run under: the defaults, and values that move every method's.
+SETTINGS_CASES = [
+    {},
+    {"min_k": 0.5, "min_k_pp": 0.29, "dcpdd_a": 10, "con_recall": True, "recall_shots": 2, "con_recall_gamma": 0.1},
+    {"min_k": 1.0, "min_k_pp": 0.05, "dcpdd_a": 0.3, "con_recall": True, "recall_shots": 2, "con_recall_gamma": 1.5},
+]
+
+LOG_F = np.log(np.array([0.3, 0.2, 0.15, 0.1, 0.1, 0.05, 0.05, 0.05]))
+#: Hand-made texts: (text, log p, token ids, mu, sigma).
+HAND_MADE = {
+    "one token": ("a", [-0.7], [4], [-1.0], [0.5]),
+    "ties": (
+        "Hello World, hello.",
+        [-1.0, -1.0, -2.0, -2.0, -1.0, -0.25],
+        [1, 2, 1, 2, 3, 1],
+        [-1.5] * 6,
+        [1.0, 1.0, 0.5, 0.5, 1.0, 2.0],
+    ),
+    "sigma 0 (floored)": ("Paris is", [-0.1, -2.0, -3.0], [0, 5, 0], [-0.1, -1.0, -2.0], [0.0, 0.3, 0.0]),
+    "p near 1 (DC-PDD cap binds)": ("THE END", [-1e-3, -0.01, -5.0], [7, 6, 7], [-0.5, -0.5, -1.0], [0.2, 0.1, 1.0]),
+}
+
+
+def hand_made_cases(settings):
+    for index, (name, (text, lp, ids, mu, sigma)) in enumerate(HAND_MADE.items()):
+        for prefixed in ("paper", "reference-code", "truncated"):
+            yield f"{name}, {prefixed}", text_inputs(text, lp, ids, mu, sigma, LOG_F, settings, index, prefixed)
+
+
+def random_cases(settings, count=20):
+    words = "The quick Brown fox jumps over the lazy dog in Paris on a Tuesday".split()
+    for seed in range(count):
+        rng = np.random.default_rng(100 + seed)
+        n = int(rng.integers(1, 40))
+        text = " ".join(rng.choice(words, size=int(rng.integers(1, 12))))
+        logprobs = -rng.exponential(2.0, n)
+        if seed % 3 == 0:  # ties
+            logprobs = -rng.integers(0, 4, n).astype(float) - 0.5
+        vocabulary = int(rng.integers(2, 30))
+        log_freq = np.log(rng.dirichlet(np.ones(vocabulary)))
+        yield (
+            f"random {seed}",
+            text_inputs(
+                text,
+                logprobs,
+                rng.integers(0, vocabulary, n),
+                logprobs - rng.random(n),
+                rng.random(n) * 2,
+                log_freq,
+                settings,
+                seed,
+                ("paper", "reference-code", "truncated")[seed % 3],
+            ),
+        )
+
+
+# -- the registry keeps its promise --------------------------------------------------------------
+
+
+def test_a_method_name_registered_twice_is_refused():
+    """As lm-eval's registry: the second registration of a name raises, and the first entry stays."""
+    before = dict(METHODS)
+    twin = dataclasses.replace(METHODS["min_k"], citation="another paper")
+    with pytest.raises(DuplicateMethodError, match="method 'min_k' is registered twice.*rename one"):
+        registry.register(twin)
+    assert METHODS == before and METHODS["min_k"] is before["min_k"]
+
+
+@pytest.mark.parametrize("name", METHOD_NAMES)
+def test_every_method_scores_as_its_reference_implementation(name):
+    """The registered score (a pdd_metrics function) equals the entry's plain reference computation
+    on hand-made texts (one token, ties, sigma 0, a binding cap) and random ones, under the default
+    settings and two others, with prefixed requests of n, n + 1 and fewer tokens."""
+    method = METHODS[name]
+    checked = 0
+    for metadata in SETTINGS_CASES:
+        settings = ScoringSettings.from_metadata(metadata)
+        for case, inputs in [*hand_made_cases(settings), *random_cases(settings)]:
+            expected = method.reference(inputs, settings)
+            assert method.score(inputs, settings) == pytest.approx(expected, rel=1e-12, abs=1e-15), (case, metadata)
+            checked += 1
+    assert checked == len(SETTINGS_CASES) * (3 * len(HAND_MADE) + 20)
+
+
+@pytest.mark.parametrize("name", METHOD_NAMES)
+def test_reference_implementations_do_not_call_pdd_metrics(name):
+    """A reference that called the scoring function would compare it with itself."""
+    reference = METHODS[name].reference
+    assert reference is not METHODS[name].score
+    names = set(reference.__code__.co_names) | set(reference.__code__.co_freevars)
+    assert not names & set(pdd_metrics.__all__), name
+
+
+@pytest.mark.parametrize("name", METHOD_NAMES)
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (np.array([]), "got 0 tokens; an empty text cannot be scored"),
+        (np.array([-1.0, np.nan, -2.0]), "token_logprobs has 1 non-finite value"),
+        (np.array([-1.0, -np.inf, -2.0]), "token_logprobs has 1 non-finite value"),
+        (np.array([[-1.0, -2.0]]), "must be a 1-D array"),
+    ],
+)
+def test_every_method_refuses_an_empty_text_a_nan_and_a_2d_array(name, bad, message):
+    settings = ScoringSettings()
+    inputs = text_inputs("Hello", [-1.0, -2.0, -0.5], [1, 2, 3], [-1.0] * 3, [1.0] * 3, LOG_F, settings)
+    inputs = dataclasses.replace(inputs, logprobs=bad, token_ids=np.arange(bad.size), mu=np.full(bad.shape, -1.0))
+    inputs = dataclasses.replace(inputs, sigma=np.ones(bad.shape))
+    with pytest.raises(ValueError, match=message):
+        METHODS[name].score(inputs, settings)
+
+
+def test_the_catalogue_imports_without_the_harness_or_torch():
+    """The registry names its prepare hooks by path: importing it loads neither lm-eval nor torch."""
+    code = "import sys, pdd_tasks.registry; print(sorted(m for m in ('lm_eval', 'torch') if m in sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", [name for name in METHOD_NAMES if METHODS[name].prepare])
+def test_every_prepare_hook_resolves_to_a_function(name):
+    assert callable(registry.prepare_hook(METHODS[name].prepare))
+
+
+def test_names_are_metric_prefixes_and_citations_are_given():
     for name, method in METHODS.items():
         assert name == method.name and name.isidentifier() and name == name.lower()
-        assert method.needs <= set(NEEDS), name
         assert method.citation
 
 
@@ -54,23 +227,13 @@ def test_every_setting_is_declared_once_with_a_valid_default():
             assert setting.check(setting.name, setting.default) == setting.default
 
 
-def test_score_text_calls_the_pure_functions_with_the_settings_in_effect():
+def test_score_text_scores_the_methods_in_effect_with_their_settings():
     settings = ScoringSettings.from_metadata({"min_k": 0.5, "min_k_pp": 0.4, "dcpdd_a": 0.3, "dcpdd_ablations": True})
-    x = inputs()
-    scores = registry.score_text(x, settings)
-    assert set(scores) == set(settings.methods)
-    assert scores["loss"] == loss_score(x.logprobs)
-    assert scores["zlib"] == zlib_score(x.logprobs, x.text)
-    assert scores["lowercase"] == lowercase_score(x.logprobs, x.extra_logprobs["lowercase"][0])
-    assert scores["min_k"] == min_k_score(x.logprobs, k=0.5)
-    assert scores["min_k_pp"] == min_k_plus_plus_score(x.logprobs, x.mu, x.sigma, k=0.4)
-    assert scores["dcpdd"] == dcpdd_score(x.logprobs, x.token_ids, x.log_reference_freq, a=0.3)
-    assert scores["dcpdd_cld"] == dcpdd_score(
-        x.logprobs, x.token_ids, x.log_reference_freq, a=None, first_occurrence_only=False
-    )
-    assert scores["dcpdd_lup"] == dcpdd_score(
-        x.logprobs, x.token_ids, x.log_reference_freq, a=0.3, first_occurrence_only=False
-    )
+    inputs = text_inputs("Hello World, hello.", [-1.0, -2.5, -0.5], [3, 1, 3], [-1.0] * 3, [1.0] * 3, LOG_F, settings)
+    scores = registry.score_text(inputs, settings)
+    assert list(scores) == list(settings.methods) == [*DEFAULT_METHODS, "dcpdd_cld", "dcpdd_lup"]
+    assert scores == {name: METHODS[name].score(inputs, settings) for name in settings.methods}
+    assert scores["min_k"] == pytest.approx(-2.5)  # k = 0.5 of 3 tokens: the lowest one
 
 
 def test_extra_requests_follow_the_methods_in_effect():

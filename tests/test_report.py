@@ -11,6 +11,7 @@ import pytest
 from conftest import run_lm_eval, tasks_path
 from PIL import Image
 
+from pdd_tasks.registry import DEFAULT_METHODS
 from pdd_tasks.tasks.aggregations import AGGREGATIONS
 from pdd_tasks.tools.cli import main
 from pdd_tasks.tools.report_files import COLUMN_OF_METRIC, LEADERBOARD_COLUMNS
@@ -57,7 +58,7 @@ def cli(capsys, *args):
 def test_results_json_has_a_stderr_for_every_auc_and_tpr(two_runs):
     _, results, _ = two_runs
     values = results[0]["results"]["pdd_wikimia_32"]
-    prefixes = ["blind", "loss", "zlib", "lowercase", "min_k", "min_k_pp", "dcpdd"]
+    prefixes = ["blind", *DEFAULT_METHODS]
     for prefix in prefixes:
         for metric in AGGREGATIONS:
             stderr = values[f"{prefix}_{metric}_stderr,none"]

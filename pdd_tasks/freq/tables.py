@@ -47,6 +47,7 @@ from pdd_metrics.reference import (
 )
 from pdd_tasks.errors import UserError
 from pdd_tasks.loading.files import iter_jsonl_records
+from pdd_tasks.paths import pdd_home
 
 
 __all__ = [
@@ -714,14 +715,9 @@ def merge_tables(tables: Sequence[FrequencyTable], corpus: str | None = None) ->
 
 
 def table_cache_dir() -> Path:
-    """Directory of installed tables: ``$LM_EVAL_PDD_HOME/freq_tables`` if ``LM_EVAL_PDD_HOME`` is
-    set, else ``${XDG_CACHE_HOME:-~/.cache}/lm_eval_pdd/freq_tables`` (the default model's
-    convention, :func:`pdd_tasks.tools.default_model.default_model_dir`)."""
-    home = os.environ.get("LM_EVAL_PDD_HOME")
-    if home:
-        return Path(home).expanduser() / "freq_tables"
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
-    return Path(cache) / "lm_eval_pdd" / "freq_tables"
+    """Directory of installed tables: ``<pdd_home()>/freq_tables`` (``$LM_EVAL_PDD_HOME/freq_tables`` if
+    ``LM_EVAL_PDD_HOME`` is set, else ``${XDG_CACHE_HOME:-~/.cache}/lm_eval_pdd/freq_tables``)."""
+    return pdd_home() / "freq_tables"
 
 
 def cached_table_path(fingerprint: str) -> Path:

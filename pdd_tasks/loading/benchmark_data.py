@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 
 import datasets
 
-from pdd_tasks.loading import files
+from pdd_tasks.loading import chinese, files
 
 
 logger = logging.getLogger(__name__)
@@ -48,6 +48,27 @@ def check_text_value(text, where: str, text_field: str) -> None:
             f"{where}: field {text_field!r} holds {type(text).__name__} {text!r}, not a text. Name the field that "
             f'holds the texts with --metadata \'{{"text_field": "..."}}\', or quote the values as strings.'
         )
+
+
+def check_texts(rows: list[dict], source: str, text_field: str) -> list[str]:
+    """The texts of ``rows`` (field ``text_field``); a missing field or an empty text is an error."""
+    if not rows:
+        raise DatasetError(f"{source}: the file has no rows.")
+    texts = []
+    for index, row in enumerate(rows):
+        text = row.get(text_field)
+        if text_field not in row:
+            raise DatasetError(
+                f"{source}, row {index}: no field {text_field!r} (fields: {sorted(row)}). "
+                f'Name the text field with --metadata \'{{"text_field": "..."}}\'.'
+            )
+        check_text_value(text, f"{source}, row {index}", text_field)
+        if text is None or not text.strip():
+            raise DatasetError(
+                f"{source}, row {index}: the text is empty; an empty text cannot be scored. Remove the row."
+            )
+        texts.append(text)
+    return texts
 
 
 def _check_no_text_in_both_classes(texts: list[str], labels: list[int], source: str) -> None:
@@ -400,7 +421,7 @@ def first_n_whitespace_words(text: str, n: int) -> str:
 
 def _cut_to_words(split: datasets.Dataset, spec: DataSpec) -> datasets.Dataset:
     if spec.word_unit == "jieba":
-        from pdd_tasks.loading.chinese import first_n_words as cut
+        cut = chinese.first_n_words
     else:
         cut = first_n_whitespace_words
     texts = [cut(text, spec.max_words) for text in split["text"]]

@@ -33,6 +33,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from pdd_tasks.loading.files import DatasetError, iter_jsonl_records
+
 
 PAPER_WORDS = 512  # DC-PDD (Zhang et al. 2024), PatentMIA: the first 512 jieba words of each page
 
@@ -124,8 +126,6 @@ def add_snippet_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_snippets(args: argparse.Namespace) -> int:
     """Write each record of ``args.input`` with its text cut to the first ``args.words`` jieba words."""
-    from pdd_tasks.loading.benchmark_data import DatasetError, iter_jsonl_records
-
     try:
         _check_n(args.words)
     except ValueError as error:

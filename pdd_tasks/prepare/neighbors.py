@@ -55,8 +55,6 @@ CANDIDATES_PER_POSITION = 5
 #: Tokens per masked-LM forward pass: a text of L tokens is run as batches of max(1, 4096 // L)
 #: copies (one per replaced position), a size that depends on the text alone (determinism).
 TOKENS_PER_BATCH = 4096
-#: Largest number of words replaced per neighbour (the sets of ``words`` replacements are enumerated).
-MAX_WORDS = 3
 
 _WORD = re.compile(r"\w+")
 
@@ -337,3 +335,16 @@ class NeighborGenerator:
         if len(neighbors) < self.count:
             logger.info("Neighbor: %d of %d neighbours for a short text: %r", len(neighbors), self.count, text[:60])
         return neighbors
+
+
+def prepare(task, settings) -> NeighborGenerator:
+    """The registry's ``prepare`` hook of Neighbor (once per run): the generator of the settings in effect."""
+    import torch
+
+    return NeighborGenerator(
+        name=settings.neighbor_model,
+        count=settings.neighbor_count,
+        words=settings.neighbor_words,
+        seed=settings.neighbor_seed,
+        device="cuda" if torch.cuda.is_available() else "cpu",
+    )

@@ -41,7 +41,10 @@ from typing import Any
 import numpy as np
 
 from pdd_tasks.backends.base import ContextLimit, PerTokenRequest, encode_text
+from pdd_tasks.backends.token_stats import position_stats
 from pdd_tasks.errors import UserError
+from pdd_tasks.paths import pdd_home
+from pdd_tasks.registry import short_name
 
 
 logger = logging.getLogger(__name__)
@@ -53,7 +56,6 @@ CACHE_FORMAT = 1
 SCORING_VERSION = "start-token-v1"
 #: Files of a model directory that go into its fingerprint.
 _MODEL_FILE_SUFFIXES = (".json", ".safetensors", ".bin", ".pt", ".pth", ".model", ".txt", ".tiktoken")
-DTYPES = ("float32", "bfloat16", "float16")
 
 
 class ReferenceModelError(UserError):
@@ -66,8 +68,6 @@ class ReferenceCacheError(UserError):
 
 def cache_dir() -> Path:
     """``<pdd_home()>/small_ref`` (``$LM_EVAL_PDD_HOME`` or ``~/.cache/lm_eval_pdd``)."""
-    from pdd_tasks.tools.default_model import pdd_home
-
     return pdd_home() / "small_ref"
 
 
@@ -130,11 +130,6 @@ def reference_fingerprint(directory: Path, dtype: str) -> str:
             identity = f"size={stat.st_size},mtime_ns={stat.st_mtime_ns}"
         parts.append(f"{path.name}:{identity}")
     return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()
-
-
-def short_name(name: str | None) -> str:
-    """The last part of a model name or path (``EleutherAI/pythia-70m`` -> ``pythia-70m``)."""
-    return str(name).rstrip("/").split("/")[-1] if name else "none"
 
 
 def default_cache_path(name: str, fingerprint: str) -> Path:
@@ -321,8 +316,9 @@ class ReferenceScores:
 
     def _score_batch(self, batch: list[tuple[list[int], list[int]]]) -> list[np.ndarray]:
         """Per-token log-probs (float32) of a batch of ``(start, tokens)``: one forward pass, right
-        padding without an attention mask (causal: padding after a text does not change it), as the
-        target's HF capture does."""
+        padding without an attention mask (causal: padding after a text does not change it), and the
+        log-softmax of :func:`pdd_tasks.backends.token_stats.position_stats`, as the target's HF
+        capture computes them."""
         import torch
 
         model = self._load_model()
@@ -343,10 +339,9 @@ class ReferenceScores:
             answers = []
             for row, (start, tokens) in enumerate(batch):
                 first = len(start) - 1
-                scores = logits[row, first : first + len(tokens)].float()
-                targets = torch.tensor(tokens, device=scores.device)
-                logprobs = scores.gather(1, targets[:, None])[:, 0] - torch.logsumexp(scores, dim=-1)
-                answers.append(logprobs.cpu().numpy().astype(np.float32))
+                targets = torch.tensor(tokens, device=logits.device)
+                stats = position_stats(logits[row, first : first + len(tokens)], targets)
+                answers.append(stats.logprobs.cpu().numpy().astype(np.float32))
         return answers
 
     def _score_texts(self, texts: list[str]) -> None:
@@ -416,17 +411,3 @@ class ReferenceScores:
 def prepare(task, settings) -> ReferenceScores:
     """The registry's ``prepare`` hook of Small-Ref (once per run)."""
     return ReferenceScores(task, settings)
-
-
-def dtype_choice(name: str, value: Any) -> str:
-    """One of :data:`DTYPES`."""
-    if value not in DTYPES:
-        raise ValueError(f"metadata {name}={value!r}: expected one of {', '.join(DTYPES)}.")
-    return value
-
-
-def device_name(name: str, value: Any) -> str:
-    """``auto`` (CUDA if available, else CPU), ``cpu``, ``cuda``, ``cuda:1``, ``mps``, ..."""
-    if not isinstance(value, str) or not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?|xpu(:\d+)?", value):
-        raise ValueError(f"metadata {name}={value!r}: expected auto, cpu, cuda, cuda:<index> or mps.")
-    return value

@@ -32,7 +32,7 @@ from pdd_tasks.registry import (
     TextInputs,
     check_metadata_keys,
     extra_requests,
-    needs,
+    prepare_hook,
     score_text,
 )
 from pdd_tasks.tasks import aggregations
@@ -200,14 +200,14 @@ class MembershipInferenceTask(ConfigurableTask):
         """Method name -> what its ``prepare`` hook returned for this run (once, after the data is
         loaded; methods that share a hook share one call); see :attr:`pdd_tasks.registry.Method.prepare`."""
         if self._prepared is None:
-            results: dict = {}  # methods that share a prepare function share its result (one call)
+            results: dict = {}  # methods that name the same prepare hook share its result (one call)
             self._prepared = {}
             for name in self.settings.methods:
-                prepare = METHODS[name].prepare
-                if prepare is not None:
-                    if prepare not in results:
-                        results[prepare] = prepare(self, self.settings)
-                    self._prepared[name] = results[prepare]
+                hook = METHODS[name].prepare
+                if hook is not None:
+                    if hook not in results:
+                        results[hook] = prepare_hook(hook)(self, self.settings)
+                    self._prepared[name] = results[hook]
         return self._prepared
 
     # -- scoring ---------------------------------------------------------------------------------
@@ -244,14 +244,12 @@ class MembershipInferenceTask(ConfigurableTask):
         for (method, _, _), answer in zip(requested, results[1:], strict=True):
             extra.setdefault(method, []).append(answer.logprobs)
         inputs = TextInputs(
-            text=self.scored_text(doc["text"], scores) if needs(self.settings, "text") else doc["text"],
+            text=self.scored_text(doc["text"], scores),
             logprobs=scores.logprobs,
             token_ids=scores.token_ids,
             mu=scores.mu,
             sigma=scores.sigma,
-            log_reference_freq=(
-                self.reference_log_frequencies(scores.model) if needs(self.settings, "reference_frequencies") else None
-            ),
+            log_reference_freq=self.reference_log_frequencies(scores.model),
             extra_logprobs=extra,
             prepared=self.prepared(),
         )

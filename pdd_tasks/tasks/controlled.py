@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pdd_tasks.loading.benchmark_data import DatasetError, normalise_rows, read_jsonl
+from pdd_tasks.paths import default_controlled_dir
 from pdd_tasks.tasks.base import MembershipInferenceTask
-from pdd_tasks.tools.make_controlled import default_controlled_dir
 
 
 class ControlledMembershipTask(MembershipInferenceTask):

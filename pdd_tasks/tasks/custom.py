@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import datasets
 
-from pdd_tasks.loading.benchmark_data import DatasetError, check_text_value, normalise_rows, read_local_rows
+from pdd_tasks.loading.benchmark_data import DatasetError, check_texts, normalise_rows, read_local_rows
 from pdd_tasks.registry import SETTINGS, SettingError
 from pdd_tasks.tasks import aggregations
 from pdd_tasks.tasks.base import MembershipInferenceTask
@@ -61,28 +61,8 @@ class CustomData:
     target_fpr: float
 
 
-def check_texts(rows: list[dict], source: str, text_field: str) -> list[str]:
-    """The texts of ``rows`` (field ``text_field``); a missing field or an empty text is an error."""
-    if not rows:
-        raise DatasetError(f"{source}: the file has no rows.")
-    texts = []
-    for index, row in enumerate(rows):
-        text = row.get(text_field)
-        if text_field not in row:
-            raise DatasetError(
-                f"{source}, row {index}: no field {text_field!r} (fields: {sorted(row)}). "
-                f'Name the text field with --metadata \'{{"text_field": "..."}}\'.'
-            )
-        check_text_value(text, f"{source}, row {index}", text_field)
-        if text is None or not text.strip():
-            raise DatasetError(
-                f"{source}, row {index}: the text is empty; an empty text cannot be scored. Remove the row."
-            )
-        texts.append(text)
-    return texts
-
-
-def _target_fpr(metadata: dict) -> float:
+def target_fpr(metadata: dict) -> float:
+    """The ``target_fpr`` of a ``pdd_custom`` run's metadata (default :data:`DEFAULT_TARGET_FPR`), checked."""
     value = metadata.get("target_fpr", DEFAULT_TARGET_FPR)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
         raise SettingError(f"metadata target_fpr={value!r}: expected a rate in (0, 1), e.g. 0.05 or 0.01.")
@@ -116,7 +96,7 @@ def read_custom_data(metadata: dict) -> CustomData:
     text_field = metadata.get("text_field", "text")
     label_field = metadata.get("label_field", DEFAULT_LABEL_FIELD)
     reference_path = metadata.get("reference_files")
-    target_fpr = _target_fpr(metadata)
+    rate = target_fpr(metadata)
     rows = read_local_rows(path)
     labelled = label_field is not None and any(label_field in row for row in rows)
     if not labelled and label_field not in (None, DEFAULT_LABEL_FIELD):  # a named field no row has: a typo?
@@ -129,7 +109,7 @@ def read_custom_data(metadata: dict) -> CustomData:
                 f"--metadata '{{\"label_field\": null}}' to treat {path} as unlabelled."
             )
         dataset = normalise_rows(rows, str(path), text_field, label_field)
-        return CustomData(dataset, labelled=True, has_reference=False, target_fpr=target_fpr)
+        return CustomData(dataset, labelled=True, has_reference=False, target_fpr=rate)
 
     suspect = check_texts(rows, str(path), text_field)
     reference = check_texts(read_local_rows(reference_path), str(reference_path), text_field) if reference_path else []
@@ -143,15 +123,15 @@ def read_custom_data(metadata: dict) -> CustomData:
     elif len(reference) < 2:
         raise DatasetError(
             f"pdd_custom: {reference_path} holds {len(reference)} text; a threshold and a rank test need at least "
-            f"2 known non-members ({math.ceil(1 / target_fpr)} for target_fpr={target_fpr}). Add texts to it."
+            f"2 known non-members ({math.ceil(1 / rate)} for target_fpr={rate}). Add texts to it."
         )
-    elif len(reference) < math.ceil(1 / target_fpr):
+    elif len(reference) < math.ceil(1 / rate):
         logger.warning(
             "pdd_custom: %d reference texts are too few for target_fpr=%s: the threshold is the highest "
             "reference score (FPR 0 on the reference set). Give at least %d known non-members.",
             len(reference),
-            target_fpr,
-            math.ceil(1 / target_fpr),
+            rate,
+            math.ceil(1 / rate),
         )
     dataset = datasets.Dataset.from_dict(
         {
@@ -160,7 +140,7 @@ def read_custom_data(metadata: dict) -> CustomData:
             "row": list(range(len(suspect))) + list(range(len(reference))),
         }
     )
-    return CustomData(dataset, labelled=False, has_reference=bool(reference), target_fpr=target_fpr)
+    return CustomData(dataset, labelled=False, has_reference=bool(reference), target_fpr=rate)
 
 
 def _label_field_missing(rows: list[dict], path, label_field: str) -> str:

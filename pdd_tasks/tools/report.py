@@ -7,11 +7,11 @@ is shown (a folder holding two runs gives two tables, oldest first).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from pdd_tasks.loading.files import DatasetError, read_json, read_jsonl
 from pdd_tasks.registry import METHOD_NAMES, SETTINGS, ScoringSettings, label
 from pdd_tasks.tasks.aggregations import BLIND
 
@@ -56,10 +56,11 @@ def latest_results_file(path: Path) -> Path:
 
 
 def read_results(file: Path) -> dict:
-    """An lm-eval results JSON; anything else is a :class:`ResultsError` naming the file."""
+    """An lm-eval results JSON (read by :func:`pdd_tasks.loading.files.read_json`); anything else is a
+    :class:`ResultsError` naming the file."""
     try:
-        results = json.loads(Path(file).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        results = read_json(file)
+    except (OSError, DatasetError) as error:
         raise ResultsError(f"{file} is not an lm_eval results file ({error}). {_FIX}") from None
     if not isinstance(results, dict) or not isinstance(results.get("results"), dict):
         raise ResultsError(f"{file} is not an lm_eval results file (no 'results' section). {_FIX}")
@@ -110,10 +111,9 @@ class Run:
         return file if file.is_file() else None
 
     def samples(self, task: str) -> list[dict] | None:
+        """The ``--log_samples`` records of ``task`` (:func:`pdd_tasks.loading.files.read_jsonl`), or None."""
         file = self.samples_file(task)
-        if file is None:
-            return None
-        return [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
+        return None if file is None else read_jsonl(file)
 
 
 def find_runs(paths: list[Path]) -> list[Run]:

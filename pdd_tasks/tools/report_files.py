@@ -35,6 +35,7 @@ import numpy as np
 
 from pdd_metrics.blind import BLIND_FOLDS, BLIND_SEED, TooFewTexts, blind_scores
 from pdd_metrics.intervals import normal_interval, smallest_fpr_step
+from pdd_tasks import registry
 from pdd_tasks.registry import METHOD_NAMES
 from pdd_tasks.tasks.aggregations import BLIND, FPR_BUDGETS
 from pdd_tasks.tools.outputs import refuse_unsafe_output
@@ -361,16 +362,13 @@ def settings_in_effect(run: Run, task: str) -> list[tuple[str, str]]:
         ("model", shown(run.model)),
         ("backend", str(scoring.get("backend", "not recorded"))),
         ("Min-K%++ mu/sigma", str(scoring.get("mu_sigma", "not recorded"))),
-        ("Min-K% k", f"{settings.min_k:g}"),
-        ("Min-K%++ k", f"{settings.min_k_pp:g}"),
-        ("DC-PDD a", f"{settings.dcpdd_a:g}"),
         (
             "DC-PDD reference table",
             f"{shown(table['path'])} ({table.get('source', '')}; {table.get('counts_from', '')}: {table.get('corpus', '')})"
             if table
             else "not recorded (DC-PDD not scored)",
         ),
-        ("Lowercase scored", "yes" if settings.lowercase else "no"),
+        ("methods in effect", "; ".join(registry.label(name, settings) for name in settings.methods)),
         ("TPR convention", "largest TPR with FPR < budget (strict, as the Min-K% and DC-PDD reference code)"),
         (
             "standard errors",
