@@ -20,7 +20,7 @@ LAYERS = (
     ("pdd_tasks.loading", "pdd_tasks.freq", "pdd_tasks.registry"),  # data, reference tables, the methods
     ("pdd_tasks.prepare", "pdd_tasks.backends"),  # per-run preparation, per-token capture
     ("pdd_tasks.tasks", "pdd_tasks.lm_eval_patches"),  # the lm-eval task classes and the patches they install
-    ("pdd_tasks.tools",),  # the lm-eval-pdd commands
+    ("pdd_tasks.tools", "pdd_tasks.backends.__main__"),  # the command lines: lm-eval-pdd, python -m pdd_tasks.backends
 )
 #: Packages pdd_metrics must not import: it takes arrays, not models or harness objects.
 NOT_IN_METRICS = ("lm_eval", "torch", "transformers", "datasets", "vllm")
