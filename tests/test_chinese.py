@@ -13,7 +13,8 @@ import json
 import pytest
 
 import pdd_tasks.loading.chinese
-from pdd_tasks.loading.chinese import PAPER_WORDS, count_words, first_n_words, jieba_words, main, snippets
+from pdd_tasks.loading.chinese import PAPER_WORDS, count_words, first_n_words, jieba_words, snippets
+from pdd_tasks.tools.cli import main as lm_eval_pdd
 
 
 ANALECTS = "子曰：学而时习之，不亦说乎？有朋自远方来，不亦乐乎？人不知而不愠，不亦君子乎？"
@@ -91,7 +92,12 @@ def test_command_cuts_each_record_and_keeps_other_fields(tmp_path, capsys):
         encoding="utf-8",
     )
     out = tmp_path / "snippets.jsonl"
-    assert main(["--input", str(pages), "--output", str(out), "--text-field", "content", "--words", "5"]) == 0
+    assert (
+        lm_eval_pdd(
+            ["zh-snippets", "--input", str(pages), "--output", str(out), "--text-field", "content", "--words", "5"]
+        )
+        == 0
+    )
     written = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [r["content"] for r in written] == [first_n_words(ANALECTS, 5), first_n_words(PATENT, 5), "短文"]
     assert [(r["id"], r["label"]) for r in written] == [(0, 0), (1, 1), (2, 0)]
@@ -102,7 +108,7 @@ def test_command_cuts_each_record_and_keeps_other_fields(tmp_path, capsys):
 def test_command_names_a_missing_text_field(tmp_path, capsys):
     pages = tmp_path / "pages.jsonl"
     pages.write_text(json.dumps({"body": ANALECTS}, ensure_ascii=False) + "\n", encoding="utf-8")
-    assert main(["--input", str(pages), "--output", str(tmp_path / "o.jsonl")]) == 1
+    assert lm_eval_pdd(["zh-snippets", "--input", str(pages), "--output", str(tmp_path / "o.jsonl")]) == 1
     assert (
         "pages.jsonl:1: no text field 'text' (fields: ['body']); name it with --text-field" in capsys.readouterr().err
     )

@@ -166,3 +166,15 @@ def test_decisions_never_writes_over_its_own_samples_file(unlabelled_run, tmp_pa
     assert_refused(process, "is also one of the inputs", "Choose another --output")
     assert samples.read_bytes() == before
     assert run_pdd(["decisions", unlabelled_run, "--output", tmp_path / "d.jsonl"], tmp_path).returncode == 0
+
+
+def test_zh_snippets_never_writes_over_its_input(tmp_path):
+    source = write_jsonl(tmp_path / "zh.jsonl", [{"text": "本发明公开了一种图像识别方法。"}])
+    before = source.read_bytes()
+    for extra in ([], ["--force"]):
+        process = run_pdd(["zh-snippets", "--input", source, "--output", source, "--words", "3", *extra], tmp_path)
+        assert_refused(process, "is also one of the inputs", "Choose another --output")
+    assert source.read_bytes() == before
+    output = tmp_path / "out.jsonl"
+    assert run_pdd(["zh-snippets", "--input", source, "--output", output, "--words", "3"], tmp_path).returncode == 0
+    assert_refused(run_pdd(["zh-snippets", "--input", source, "--output", output], tmp_path), "pass --force")

@@ -18,22 +18,15 @@ Conventions (those of the reference code):
   (jieba's tokens concatenate back to the input);
 - a text of n words or fewer is returned whole.
 
-The command ``python -m pdd_tasks.loading.chinese --input pages.jsonl --output snippets.jsonl`` writes the
-first 512 jieba words of every text of a JSONL file (other fields kept), ready for ``pdd_custom`` or
-as a PatentMIA-style local file.
+The command ``lm-eval-pdd zh-snippets --input pages.jsonl --output snippets.jsonl``
+(:mod:`pdd_tasks.tools.zh_snippets`) writes the first 512 jieba words of every text of a JSONL file
+(other fields kept), ready for ``pdd_custom`` or as a PatentMIA-style local file.
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
-import json
 import logging
-import sys
-from collections.abc import Sequence
-from pathlib import Path
-
-from pdd_tasks.loading.files import DatasetError, iter_jsonl_records
 
 
 PAPER_WORDS = 512  # DC-PDD (Zhang et al. 2024), PatentMIA: the first 512 jieba words of each page
@@ -72,7 +65,7 @@ def count_words(text: str) -> int:
     return len(jieba_words(text))
 
 
-def _check_n(n: int) -> None:
+def check_n(n: int) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
         raise ValueError(f"n={n!r}: expected a positive number of words, e.g. {PAPER_WORDS} as in DC-PDD.")
 
@@ -89,7 +82,7 @@ def first_n_words(text: str, n: int = PAPER_WORDS) -> str:
     >>> first_n_words("短文本", 512)
     '短文本'
     """
-    _check_n(n)
+    check_n(n)
     return "".join(jieba_words(text)[:n])
 
 
@@ -100,67 +93,6 @@ def snippets(text: str, n: int = PAPER_WORDS) -> list[str]:
     >>> snippets("本发明公开了一种图像识别方法。", 3)
     ['本发明公开了', '一种图像识别方法', '。']
     """
-    _check_n(n)
+    check_n(n)
     words = jieba_words(text)
     return ["".join(words[start : start + n]) for start in range(0, len(words), n)]
-
-
-# ---------------------------------------------------------------------------------- command line
-
-
-def add_snippet_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of the snippet command (``python -m pdd_tasks.loading.chinese`` / ``lm-eval-pdd``)."""
-    parser.add_argument(
-        "--input", required=True, type=Path, metavar="FILE", help="JSONL (or .jsonl.gz), one object per line"
-    )
-    parser.add_argument("--output", required=True, type=Path, metavar="FILE", help="JSONL to write")
-    parser.add_argument("--text-field", default="text", help="field holding the text (default: text)")
-    parser.add_argument(
-        "--words",
-        type=int,
-        default=PAPER_WORDS,
-        metavar="N",
-        help=f"jieba words to keep (default {PAPER_WORDS}, DC-PDD)",
-    )
-
-
-def run_snippets(args: argparse.Namespace) -> int:
-    """Write each record of ``args.input`` with its text cut to the first ``args.words`` jieba words."""
-    try:
-        _check_n(args.words)
-    except ValueError as error:
-        print(f"--words: {error}", file=sys.stderr)
-        return 2
-    written = cut = 0
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with open(args.output, "w", encoding="utf-8") as out:
-            for line_number, record in iter_jsonl_records(args.input):
-                text = record.get(args.text_field)
-                if not isinstance(text, str):
-                    raise DatasetError(
-                        f"{args.input}:{line_number}: no text field {args.text_field!r} (fields: {sorted(record)}); "
-                        f"name it with --text-field."
-                    )
-                snippet = first_n_words(text, args.words)
-                cut += snippet != text
-                out.write(json.dumps({**record, args.text_field: snippet}, ensure_ascii=False) + "\n")
-                written += 1
-    except (FileNotFoundError, DatasetError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    print(f"wrote {written} records to {args.output} ({cut} cut to {args.words} jieba words)", file=sys.stderr)
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m pdd_tasks.loading.chinese",
-        description="Cut the texts of a JSONL file to their first N jieba words (DC-PDD's PatentMIA snippets).",
-    )
-    add_snippet_arguments(parser)
-    return run_snippets(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -213,18 +213,6 @@ def _add_make_controlled(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def _add_zh_snippets(parser: argparse.ArgumentParser) -> None:
-    from pdd_tasks.loading.chinese import add_snippet_arguments
-
-    add_snippet_arguments(parser)
-
-
-def _run_zh_snippets(args: argparse.Namespace) -> int:
-    from pdd_tasks.loading.chinese import run_snippets
-
-    return run_snippets(args)
-
-
 def _lazy(module: str):
     """Import a command's module when it runs (heavy imports stay out of ``lm-eval-pdd --help``)."""
     import importlib
@@ -300,8 +288,8 @@ _COMMANDS: dict[str, Command] = {
     ),
     "zh-snippets": Command(
         "cut each text of a JSONL file to its first N jieba words (DC-PDD's 512-word PatentMIA snippets)",
-        _add_zh_snippets,
-        _run_zh_snippets,
+        lambda parser: _lazy("pdd_tasks.tools.zh_snippets").add_arguments(parser),
+        lambda args: _lazy("pdd_tasks.tools.zh_snippets").run(args),
     ),
     "make-controlled": Command(
         "fine-tune a model on a random half of a text pool: the pdd_controlled benchmark (known membership)",
