@@ -154,7 +154,7 @@ def test_make_ordered_writes_the_control_and_refuses_to_overwrite(tiny_model, tm
     assert (manifest["examples"], manifest["blocks"], manifest["training"]["steps"]) == (10, 2, 1)
     assert (output / "model" / "config.json").is_file()
     again = subprocess.run([*command, "--output", str(output)], capture_output=True, text=True, timeout=600)
-    assert again.returncode == 1 and "add --force" in again.stderr
+    assert again.returncode == 1 and "pass --force to replace" in again.stderr
 
 
 def test_the_task_is_indexed():

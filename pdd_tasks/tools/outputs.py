@@ -125,14 +125,20 @@ def write_file(
 
 
 def check_output_file(
-    output: str | os.PathLike, *, force: bool, inputs: Iterable[str | os.PathLike | None] = (), option: str = "--output"
+    output: str | os.PathLike,
+    *,
+    force: bool,
+    inputs: Iterable[str | os.PathLike | None] = (),
+    option: str = "--output",
+    missing_folder_ok: bool = False,
 ) -> None:
-    """The checks of :func:`write_file`, for a command that checks before long work and writes after."""
+    """The checks of :func:`write_file`, for a command that checks before long work and writes after
+    (``missing_folder_ok``: the command creates the file's folder, as build-table does)."""
     refuse_unsafe_output(output, inputs, option=option)
     output = Path(output)
     if output.is_dir():
         raise OutputRefused(f"{option} {output} is a folder; give a file name in it, e.g. {output / 'out.jsonl'}.")
-    if not output.parent.is_dir():
+    if not missing_folder_ok and not output.parent.is_dir():
         raise OutputRefused(f"{option} {output}: the folder {output.parent} does not exist; create it first.")
     if output.exists() and not force:
         raise OutputRefused(

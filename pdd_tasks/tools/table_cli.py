@@ -140,7 +140,7 @@ def _need_output(args: argparse.Namespace, command: str, inputs: list[Path] = ()
     if args.output is None:
         return True
     try:
-        check_output_file(args.output, force=args.force, inputs=inputs)
+        check_output_file(args.output, force=args.force, inputs=inputs, missing_folder_ok=True)
     except OutputRefused as exc:
         _err(f"lm-eval-pdd {command}: {exc}")
         return False
