@@ -9,25 +9,27 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import subprocess
-import sys
 import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import build_tiny_model, read_results, read_samples, run_lm_eval, tasks_path, wikimia_rows
+from conftest import (
+    build_tiny_model,
+    read_results,
+    read_samples,
+    run_lm_eval,
+    run_lm_eval_pdd,
+    tasks_path,
+    wikimia_rows,
+)
 from test_bad_input import lm_eval_custom, rows, write_jsonl
 
 
 def run_pdd(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    """The real ``lm-eval-pdd`` console script of this environment."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    executable = Path(sys.executable).with_name("lm-eval-pdd")
-    return subprocess.run(
-        [str(executable), *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
-    )
+    """The ``lm-eval-pdd`` command line (its entry point, in this process)."""
+    return run_lm_eval_pdd(args, cwd)
 
 
 def assert_refused(process: subprocess.CompletedProcess, *fragments: str) -> None:
@@ -108,20 +110,13 @@ def test_benchmark_offline_without_local_copy_is_a_message_not_a_traceback(tiny_
     assert process.stderr.count("\n  File ") == 0  # no traceback frames at all
 
 
-def test_the_traceback_is_there_when_asked_for(tiny_model, tmp_path):
-    process = run_lm_eval(
-        ["--model", "hf", "--model_args", f"pretrained={tiny_model}", "--device", "cpu", "--include_path",
-         tasks_path(), "--tasks", "pdd_custom", "--metadata", json.dumps({"mink": 1})],
-        cwd=tmp_path,
-        check=False,
-    )  # fmt: skip
+def test_the_traceback_is_there_when_asked_for(tiny_model, tmp_path, monkeypatch):
+    args = ["--model", "hf", "--model_args", f"pretrained={tiny_model}", "--device", "cpu", "--include_path",
+            tasks_path(), "--tasks", "pdd_custom", "--metadata", json.dumps({"mink": 1})]  # fmt: skip
+    process = run_lm_eval(args, cwd=tmp_path, check=False)
     assert_refused(process, "did you mean 'min_k'?")
-    env_run = subprocess.run(
-        [str(Path(sys.executable).with_name("lm_eval")), "--model", "hf", "--model_args", f"pretrained={tiny_model}",
-         "--device", "cpu", "--include_path", tasks_path(), "--tasks", "pdd_custom", "--metadata", json.dumps({"mink": 1})],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
-        env=dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", LM_EVAL_PDD_TRACEBACK="1"),
-    )  # fmt: skip
+    monkeypatch.setenv("LM_EVAL_PDD_TRACEBACK", "1")
+    env_run = run_lm_eval(args, cwd=tmp_path, check=False)
     assert env_run.returncode != 0 and "Traceback" in env_run.stderr and "SettingError" in env_run.stderr
 
 
@@ -419,7 +414,7 @@ def test_inspect_table_of_a_file_that_is_not_a_table(tmp_path):
 
 def test_install_table_twice_needs_force(two_tables, tmp_path, monkeypatch):
     a, b = two_tables
-    monkeypatch.setenv("LM_EVAL_PDD_HOME", str(tmp_path / "home"))  # the subprocesses' cache
+    monkeypatch.setenv("LM_EVAL_PDD_HOME", str(tmp_path / "home"))  # where install-table puts it
     assert run_pdd(["install-table", a], tmp_path).returncode == 0
     assert_refused(run_pdd(["install-table", b], tmp_path), "already installed", "--force")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
 import shutil
 
 import numpy as np
@@ -11,15 +10,12 @@ import pytest
 import torch
 from conftest import (
     PDD_BACKENDS_CLI,
-    build_table_for,
-    build_tiny_model,
     cpu_float32,
     harness_args,
     read_results,
     read_samples,
     run_lm_eval,
     tasks_path,
-    train_on,
     wikimia_rows,
 )
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -152,14 +148,10 @@ def test_results_json_has_every_method_and_metric(runs, tiny_table):
     assert used["path"] == str(tiny_table)
 
 
-def test_trained_model_separates_members(tmp_path):
-    """A tiny model trained on half of some texts tells them from the other half."""
-    rows = [row["input"] for row in wikimia_rows(32)]
-    random.Random(0).shuffle(rows)
-    members, non_members = rows[:40], rows[40:80]
-    model_dir = build_tiny_model(tmp_path / "model", seed=1)
-    train_on(model_dir, members, steps=300)
-    table = build_table_for(model_dir, tmp_path / "table.npz")
+def test_trained_model_separates_members(trained_tiny, tmp_path):
+    """A tiny model trained on some texts tells them from others it never saw."""
+    members, non_members = trained_tiny["members"], trained_tiny["unseen"][:40]
+    model_dir, table = trained_tiny["model"], trained_tiny["table"]
     data = tmp_path / "texts.jsonl"
     data.write_text(
         "".join(json.dumps({"text": t, "label": 1}) + "\n" for t in members)
@@ -218,6 +210,7 @@ def test_stock_task_answers_unchanged_by_plugin(tiny_model, tiny_table, tmp_path
                 cpu_float32(tiny_model), "local_choice", alone, include=stock_only, batch_size=batch_size, device="cpu"
             ),
             cwd=alone.parent,
+            process=True,  # lm-eval as it is without the plugin: a process that never loaded a pdd task
         )
         together = tmp_path / f"together{batch_size}" / "out"
         together.parent.mkdir()

@@ -21,7 +21,6 @@ import numpy as np
 import pytest
 import torch
 from conftest import (
-    build_table_for,
     cpu_float32,
     harness_args,
     read_results,
@@ -44,56 +43,6 @@ TOLERANCE = 1e-4  # float32 capture vs float64 reference
 
 
 # -- fixtures -------------------------------------------------------------------------------------
-
-
-def build_bos_model(directory: Path, seed: int = 0) -> Path:
-    """A 2-layer GPT-2 whose tokenizer adds a BOS token ``<s>`` (a TemplateProcessing post-processor,
-    as LLaMA's tokenizer), with ``<|endoftext|>`` as EOS; saved the way users save."""
-    from tokenizers import ByteLevelBPETokenizer
-    from tokenizers.processors import ByteLevel, Sequence, TemplateProcessing
-    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
-
-    texts = [row["input"] for length in (32, 64) for row in wikimia_rows(length)]
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(texts, vocab_size=1024, min_frequency=2, special_tokens=["<|endoftext|>", "<s>"])
-    backend = bpe._tokenizer
-    bos = backend.token_to_id("<s>")
-    backend.post_processor = Sequence(
-        [
-            ByteLevel(trim_offsets=False),
-            TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)]),
-        ]
-    )
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend, bos_token="<s>", eos_token="<|endoftext|>", unk_token="<|endoftext|>"
-    )
-    torch.manual_seed(seed)
-    config = GPT2Config(
-        vocab_size=len(tokenizer),
-        n_positions=256,
-        n_embd=64,
-        n_layer=2,
-        n_head=2,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    GPT2LMHeadModel(config).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
-
-
-@pytest.fixture(scope="module")
-def bos_model(tmp_path_factory) -> Path:
-    directory = build_bos_model(tmp_path_factory.mktemp("tiny-gpt2-bos"))
-    tokenizer = AutoTokenizer.from_pretrained(directory)
-    ids = tokenizer.encode("A text.")
-    assert ids[0] == tokenizer.bos_token_id and ids[1:] == tokenizer("A text.", add_special_tokens=False).input_ids
-    return directory
-
-
-@pytest.fixture(scope="module")
-def bos_table(bos_model, tmp_path_factory) -> Path:
-    return build_table_for(bos_model, tmp_path_factory.mktemp("bos-table") / "bos.npz")
 
 
 def run(model_dir: Path, table: Path, out: Path, convention: str | None, extra: list[str] = ()) -> Path:

@@ -4,10 +4,7 @@ decisions) and the controlled fine-tuning benchmark, end to end through the real
 from __future__ import annotations
 
 import json
-import random
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from conftest import (
@@ -19,7 +16,7 @@ from conftest import (
     read_results,
     read_samples,
     run_lm_eval,
-    train_on,
+    run_lm_eval_pdd,
     wikimia_rows,
 )
 
@@ -29,8 +26,7 @@ from pdd_tasks.tools.make_controlled import TuningSettings, load_pool, make_cont
 
 
 def lm_eval_pdd(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    executable = Path(sys.executable).with_name("lm-eval-pdd")
-    process = subprocess.run([str(executable), *args], capture_output=True, text=True, timeout=900)
+    process = run_lm_eval_pdd(list(args))
     if check and process.returncode != 0:
         raise AssertionError(f"lm-eval-pdd {args} failed:\n{process.stderr[-4000:]}")
     return process
@@ -48,15 +44,11 @@ def write_texts(path, texts, **extra):
 
 
 @pytest.fixture(scope="module")
-def contaminated(tmp_path_factory):
+def contaminated(trained_tiny, tmp_path_factory):
     """A tiny model trained on 24 texts (the suspect set) and 40 unseen texts of the same kind."""
     tmp = tmp_path_factory.mktemp("contaminated")
-    texts = [row["input"] for row in wikimia_rows(32)]
-    random.Random(1).shuffle(texts)
-    suspect, reference = texts[:24], texts[24:64]
-    model_dir = build_tiny_model(tmp / "model", seed=2)
-    train_on(model_dir, suspect, steps=300)
-    table = build_table_for(model_dir, tmp / "table.npz")
+    suspect, reference = trained_tiny["members"], trained_tiny["unseen"][:40]
+    model_dir, table = trained_tiny["model"], trained_tiny["table"]
     data = write_texts(tmp / "suspect.jsonl", suspect)
     known = write_texts(tmp / "reference.jsonl", reference)
     out = tmp / "out"

@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import json
-import random
 
 import pytest
 from conftest import (
-    build_table_for,
-    build_tiny_model,
     read_results,
     read_samples,
     run_lm_eval,
     tasks_path,
-    train_on,
-    wikimia_rows,
 )
 
 from pdd_metrics import dataset_inference_test
@@ -54,14 +49,10 @@ def run_custom(model_dir, table, out, suspect, reference, **metadata):
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A tiny model trained on 24 texts; 64 texts of the same kind it never saw."""
-    tmp = tmp_path_factory.mktemp("di")
-    texts = [row["input"] for row in wikimia_rows(32)]
-    random.Random(3).shuffle(texts)
-    model_dir = build_tiny_model(tmp / "model", seed=2)
-    train_on(model_dir, texts[:24], steps=300)
-    return {"model": model_dir, "table": build_table_for(model_dir, tmp / "table.npz"), "texts": texts, "tmp": tmp}
+def trained(trained_tiny, tmp_path_factory):
+    """A tiny model trained on 24 texts (``texts[:24]``); the texts after them it never saw."""
+    texts = trained_tiny["members"] + trained_tiny["unseen"]
+    return {**trained_tiny, "texts": texts, "tmp": tmp_path_factory.mktemp("di")}
 
 
 def test_members_against_known_non_members(trained):

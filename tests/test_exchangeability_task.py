@@ -11,7 +11,17 @@ import json
 import random
 
 import pytest
-from conftest import REPO, build_tiny_model, read_results, read_samples, run_lm_eval, tasks_path, train_on, wikimia_rows
+from conftest import (
+    REPO,
+    build_tiny_model,
+    read_results,
+    read_samples,
+    run_lm_eval,
+    run_lm_eval_pdd,
+    tasks_path,
+    train_on,
+    wikimia_rows,
+)
 
 from pdd_metrics.exchangeability import shard_bounds
 
@@ -136,15 +146,11 @@ def test_a_shard_longer_than_the_context_window_is_refused_before_scoring(tiny_m
 
 
 def test_make_ordered_writes_the_control_and_refuses_to_overwrite(tiny_model, tmp_path):
-    import subprocess
-    import sys
-    from pathlib import Path
-
     data = write_jsonl(tmp_path / "bench.jsonl", short_examples(12))
     output = tmp_path / "ordered"
-    command = [str(Path(sys.executable).with_name("lm-eval-pdd")), "make-ordered", "--model", str(tiny_model)]
+    command = ["make-ordered", "--model", str(tiny_model)]
     command += ["--data", str(data), "--examples", "10", "--block-examples", "5", "--epochs", "1", "--no-progress"]
-    made = subprocess.run([*command, "--output", str(output)], capture_output=True, text=True, timeout=600)
+    made = run_lm_eval_pdd([*command, "--output", str(output)])
     assert made.returncode == 0, made.stderr[-2000:]
     assert made.stdout.strip() == str(output)
     canonical = [json.loads(line)["text"] for line in (output / "canonical.jsonl").read_text().splitlines()]
@@ -153,7 +159,7 @@ def test_make_ordered_writes_the_control_and_refuses_to_overwrite(tiny_model, tm
     manifest = json.loads((output / "manifest.json").read_text())
     assert (manifest["examples"], manifest["blocks"], manifest["training"]["steps"]) == (10, 2, 1)
     assert (output / "model" / "config.json").is_file()
-    again = subprocess.run([*command, "--output", str(output)], capture_output=True, text=True, timeout=600)
+    again = run_lm_eval_pdd([*command, "--output", str(output)])
     assert again.returncode == 1 and "pass --force to replace" in again.stderr
 
 

@@ -241,6 +241,7 @@ def test_lm_eval_cli_shows_a_user_mistake_without_a_traceback(tiny_model, tmp_pa
          "--include_path", tasks_path(), "--tasks", "pdd_exchangeability", "--metadata", json.dumps(metadata)],
         cwd=tmp_path,
         check=False,
+        process=True,  # the excepthook is set in lm-eval's own program: this is what is tested
     )  # fmt: skip
     assert process.returncode == 1, process.stderr[-3000:]
     assert "Traceback" not in process.stderr and "\n  File " not in process.stderr, process.stderr[-3000:]

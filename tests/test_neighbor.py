@@ -3,7 +3,6 @@ WordPiece BERT and a byte-level BPE RoBERTa), the score, the settings, and a run
 
 from __future__ import annotations
 
-import collections
 import doctest
 import re
 
@@ -14,12 +13,6 @@ from conftest import cpu_float32, harness_args, read_samples, run_lm_eval, wikim
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
-    BertConfig,
-    BertForMaskedLM,
-    BertTokenizerFast,
-    RobertaConfig,
-    RobertaForMaskedLM,
-    RobertaTokenizerFast,
 )
 
 import pdd_metrics.neighbor
@@ -33,61 +26,9 @@ from pdd_tasks.registry import ScoringSettings, SettingError
 TEXTS = [row["input"] for row in wikimia_rows(32)]
 
 
-def build_bert(directory):
-    """A 2-layer BertForMaskedLM with an uncased WordPiece vocabulary of WikiMIA's commonest words."""
-    counts = collections.Counter(w for t in TEXTS for w in re.findall(r"\w+|[^\w\s]", t.lower()))
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [w for w, _ in counts.most_common(600)] + ["##s", "##ed"]
-    tokenizer = BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True, model_max_length=128)
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(vocab),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
-    BertForMaskedLM(config).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
-
-
-def build_roberta(directory):
-    """A 2-layer RobertaForMaskedLM with a byte-level BPE trained on WikiMIA texts."""
-    from tokenizers import ByteLevelBPETokenizer
-
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(
-        TEXTS, vocab_size=800, min_frequency=2, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
-    )
-    directory.mkdir(parents=True, exist_ok=True)
-    bpe.save_model(str(directory))
-    tokenizer = RobertaTokenizerFast(
-        vocab=str(directory / "vocab.json"), merges=str(directory / "merges.txt"), model_max_length=128
-    )
-    torch.manual_seed(0)
-    config = RobertaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=130,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    RobertaForMaskedLM(config).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
-
-
-@pytest.fixture(scope="module")
-def bert_mlm(tmp_path_factory):
-    return build_bert(tmp_path_factory.mktemp("tiny-bert"))
-
-
-@pytest.fixture(scope="module", params=["bert", "roberta"])
-def mlm(request, bert_mlm, tmp_path_factory):
-    return bert_mlm if request.param == "bert" else build_roberta(tmp_path_factory.mktemp("tiny-roberta"))
+@pytest.fixture(params=["bert", "roberta"])
+def mlm(request, bert_mlm, roberta_mlm):
+    return bert_mlm if request.param == "bert" else roberta_mlm
 
 
 def words_and_gaps(text):

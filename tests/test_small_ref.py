@@ -69,34 +69,6 @@ def test_small_ref_is_off_unless_a_reference_model_is_named():
 # -- a second tiny model with another tokenizer --------------------------------------------------
 
 
-def build_tiny_llama(directory, seed=1):
-    """A 2-layer Llama with its own byte-level BPE (700 tokens, <s>/</s>; encoding adds <s>)."""
-    from tokenizers import ByteLevelBPETokenizer, processors
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    texts = [row["input"] for row in wikimia_rows(64)]
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(texts, vocab_size=700, min_frequency=2, special_tokens=["<s>", "</s>"])
-    bpe._tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>")
-    assert tokenizer("a b").input_ids[0] == tokenizer.bos_token_id == 0  # it adds BOS by default
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    LlamaForCausalLM(config).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
-
-
 def direct_mean_logprob(model_dir, text):
     """mean log p of the text's tokens after the tokenizer's BOS (else EOS), a plain forward pass."""
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
@@ -126,11 +98,6 @@ def run(target, table, out, home, metadata, check=True, model_args="", task=TASK
 
 def small_ref_scores(out):
     return {s["doc_id"]: (s["doc"]["text"], s["small_ref_auc"][0], s["loss_auc"][0]) for s in read_samples(out, TASK)}
-
-
-@pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory):
-    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
 
 
 @pytest.fixture(scope="module")
