@@ -3,6 +3,7 @@ directory is on ``sys.path``)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -66,6 +67,17 @@ def lm_eval_run(
     if process.returncode != 0:
         raise RuntimeError(f"lm_eval failed ({process.returncode}):\n{process.stderr[-4000:]}")
     return seconds, read_json(sorted(Path(out).rglob("results_*.json"))[-1])
+
+
+def timing_parser(doc: str, texts: int) -> argparse.ArgumentParser:
+    """The options of a benchmark that times the pdd path on a task's first texts: --task, --texts
+    (default ``texts``), --batch-size and --repeats; ``doc``, the script's docstring, is its help."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", default="pdd_wikimia_64")
+    parser.add_argument("--texts", type=int, default=texts)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3)
+    return parser
 
 
 def pdd_and_stock_requests(task, docs: list[dict], task_name: str) -> tuple[list, list[Instance]]:

@@ -11,12 +11,11 @@ The runs alternate (a, b, a, b, ...) and the medians are compared. Prints a mark
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
 import torch
-from _common import answer_and_score, machine, pdd_and_stock_requests
+from _common import answer_and_score, machine, pdd_and_stock_requests, timing_parser
 from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
@@ -25,12 +24,7 @@ from pdd_tasks.tools.default_model import ensure_default_model
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--task", default="pdd_wikimia_64")
-    parser.add_argument("--texts", type=int, default=128)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = timing_parser(__doc__, texts=128).parse_args()
 
     model_dir = ensure_default_model()
     lm = HFLM(pretrained=str(model_dir), device="cpu", batch_size=args.batch_size, dtype="float32")

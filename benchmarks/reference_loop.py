@@ -17,7 +17,6 @@ medians are compared; the table gives texts/s, scored tokens/s and the ratio to 
 
 from __future__ import annotations
 
-import argparse
 import platform
 import statistics
 import time
@@ -25,7 +24,7 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
-from _common import answer_and_score, cpu_name, pdd_and_stock_requests
+from _common import answer_and_score, cpu_name, pdd_and_stock_requests, timing_parser
 from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
@@ -63,11 +62,7 @@ def reference_loop(model, tokenizer, start_id: int, texts: list[str], log_freq: 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--task", default="pdd_wikimia_64")
-    parser.add_argument("--texts", type=int, default=64)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser = timing_parser(__doc__, texts=64)
     parser.add_argument("--bf16", action="store_true", help="also time the pdd path with a bfloat16 model")
     args = parser.parse_args()
 

@@ -28,15 +28,8 @@ from pdd_tasks.tools.report import print_method_table
 
 
 FIXTURES = REPO / "tests" / "fixtures"
-MIMIR_DOMAINS = {  # task suffix: MIMIR config name
-    "arxiv": "arxiv",
-    "dm_mathematics": "dm_mathematics",
-    "github": "github",
-    "hackernews": "hackernews",
-    "pile_cc": "pile_cc",
-    "pubmed_central": "pubmed_central",
-    "wikipedia": "wikipedia_(en)",
-}
+MIMIR_DOMAINS = ("arxiv", "dm_mathematics", "github", "hackernews", "pile_cc", "pubmed_central", "wikipedia")
+MIMIR_CONFIG = {"wikipedia": "wikipedia_(en)"}  # MIMIR's config name where it is not the task suffix
 GROUPS = {
     "pdd_wikimia24": [f"pdd_wikimia24_{n}" for n in (32, 64, 128, 256)],
     "pdd_wikimia_paraphrased": [f"pdd_wikimia_paraphrased_{n}" for n in (32, 64, 128)],
@@ -160,7 +153,8 @@ def test_patentmia_cuts_to_jieba_words_and_turns_lowercase_off():
 
 
 def test_mimir_turns_member_and_nonmember_files_into_labelled_rows():
-    for suffix, config in MIMIR_DOMAINS.items():
+    for suffix in MIMIR_DOMAINS:
+        config = MIMIR_CONFIG.get(suffix, suffix)
         task = load_task(f"pdd_mimir_{suffix}", data_source=str(FIXTURES / "mimir"))
         folder = FIXTURES / "mimir" / "cache_100_200_1000_512"
         members = [json.loads(x) for x in (folder / "train" / f"{config}_ngram_13_0.8.jsonl").read_text().splitlines()]

@@ -41,6 +41,18 @@ class ModelInfo:
     distribution_stats: str  # how mu/sigma were obtained, e.g. "exact (full vocabulary, float32)"
 
 
+def cached_model_info(lm, key: Hashable, describe: Callable[[], dict]) -> ModelInfo:
+    """``lm``'s :class:`ModelInfo` for ``key`` (a log-prob mode), made on the first call for that key and
+    kept on the model object (``_pdd_model_info``): the fields ``describe()`` gives, and the fingerprint
+    of ``lm.tokenizer``."""
+    cache = lm.__dict__.setdefault("_pdd_model_info", {})
+    if key not in cache:
+        from pdd_tasks.freq.tables import tokenizer_fingerprint
+
+        cache[key] = ModelInfo(**describe(), tokenizer_fingerprint=tokenizer_fingerprint(lm.tokenizer))
+    return cache[key]
+
+
 class TokenScores(tuple):
     """``(sum_logprob, is_greedy)``, as the stock backend answers, plus per-token arrays.
 

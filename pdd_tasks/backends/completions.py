@@ -47,6 +47,7 @@ from pdd_tasks.backends.base import (
     TokenScores,
     answer_groups,
     answer_per_token,
+    cached_model_info,
 )
 from pdd_tasks.errors import UserError
 
@@ -148,10 +149,8 @@ def _check_client(lm) -> None:
 
 def api_model_info(lm, k: int) -> ModelInfo:
     """Identity of the served model as the client knows it (its name, the local tokenizer)."""
-    cache = lm.__dict__.setdefault("_pdd_model_info", {})
-    if k not in cache:
-        from pdd_tasks.freq.tables import tokenizer_fingerprint
 
+    def describe() -> dict:
         vocab_size = len(lm.tokenizer)
         try:  # the output layer may be padded beyond the tokenizer (Pythia: 50277 tokens, 50304 outputs)
             from transformers import AutoConfig
@@ -159,14 +158,14 @@ def api_model_info(lm, k: int) -> ModelInfo:
             vocab_size = max(vocab_size, int(AutoConfig.from_pretrained(lm.tokenizer.name_or_path).vocab_size))
         except Exception as error:  # noqa: BLE001 - a tokenizer without a model config: keep len(tokenizer)
             logger.debug("No model config next to tokenizer %r: %s", lm.tokenizer.name_or_path, error)
-        cache[k] = ModelInfo(
+        return dict(
             name=str(lm.model or lm.base_url),
             backend=_backend_name(lm),
             vocab_size=vocab_size,
-            tokenizer_fingerprint=tokenizer_fingerprint(lm.tokenizer),
             distribution_stats=f"top-k approximation (k={k}, uniform tail)",
         )
-    return cache[k]
+
+    return cached_model_info(lm, k, describe)
 
 
 def _context_limit(lm) -> ContextLimit:

@@ -36,6 +36,7 @@ from pdd_tasks.backends.base import (
     PerTokenRequest,
     TokenScores,
     answer_per_token,
+    cached_model_info,
     route_requests,
 )
 from pdd_tasks.backends.cpu_parallel import adopt_accelerator_processes
@@ -76,21 +77,16 @@ class PerTokenHFLM(HFLM):
 
 def hf_model_info(lm) -> ModelInfo:
     """Identity of an HFLM's model and tokenizer (computed once per model object)."""
-    info = getattr(lm, "_pdd_model_info", None)
-    if info is None:
-        from pdd_tasks.freq.tables import tokenizer_fingerprint
-
-        config = lm.model.config
-        vocab_size = lm.model.get_output_embeddings().weight.shape[0]
-        info = ModelInfo(
-            name=str(getattr(config, "name_or_path", "") or type(lm.model).__name__),
+    return cached_model_info(
+        lm,
+        "exact",
+        lambda: dict(
+            name=str(getattr(lm.model.config, "name_or_path", "") or type(lm.model).__name__),
             backend="hf",
-            vocab_size=int(vocab_size),
-            tokenizer_fingerprint=tokenizer_fingerprint(lm.tokenizer),
+            vocab_size=int(lm.model.get_output_embeddings().weight.shape[0]),
             distribution_stats="exact (full vocabulary, float32)",
-        )
-        lm._pdd_model_info = info
-    return info
+        ),
+    )
 
 
 def _context_limit(lm) -> ContextLimit:

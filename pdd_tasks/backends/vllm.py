@@ -55,6 +55,7 @@ from pdd_tasks.backends.base import (
     TokenScores,
     answer_groups,
     answer_per_token,
+    cached_model_info,
 )
 
 
@@ -162,19 +163,17 @@ def check_logprob_limit(lm, wanted: LogprobRequest, vocab_size: int) -> None:
 
 def vllm_model_info(lm, wanted: LogprobRequest) -> ModelInfo:
     """Identity of a VLLM model and tokenizer, one object per log-prob mode."""
-    cache = lm.__dict__.setdefault("_pdd_model_info", {})
-    if wanted not in cache:
-        from pdd_tasks.freq.tables import tokenizer_fingerprint
-
-        model_args = getattr(lm, "model_args", {}) or {}
-        cache[wanted] = ModelInfo(
+    model_args = getattr(lm, "model_args", {}) or {}
+    return cached_model_info(
+        lm,
+        wanted,
+        lambda: dict(
             name=str(model_args.get("model") or getattr(lm.tokenizer, "name_or_path", "") or "vllm"),
             backend="vllm",
             vocab_size=vllm_vocab_size(lm),
-            tokenizer_fingerprint=tokenizer_fingerprint(lm.tokenizer),
             distribution_stats=wanted.describe(),
-        )
-    return cache[wanted]
+        ),
+    )
 
 
 # -- the prompt --------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ Commands that print a path print only that path on stdout (everything else goes 
 ``--include_path $(lm-eval-pdd tasks-path)`` and ``pretrained=$(lm-eval-pdd default-model)`` work.
 
 Adding a command: write ``_add_<name>(parser)`` (its arguments) and ``_run_<name>(args) -> int``
-(its handler), and add a :class:`Command` to ``_COMMANDS``.
+(its handler), and add a :class:`Command` to ``_COMMANDS``; a command in a module of its own
+(``add_arguments`` and ``run`` there) is a ``_lazy_command``.
 """
 
 from __future__ import annotations
@@ -213,11 +214,16 @@ def _add_make_controlled(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def _lazy(module: str):
-    """Import a command's module when it runs (heavy imports stay out of ``lm-eval-pdd --help``)."""
+def _lazy_command(help: str, module: str, add_arguments=None) -> Command:
+    """A command whose module is imported when it is used (heavy imports stay out of ``lm-eval-pdd --help``):
+    its handler is the module's ``run(args)``, its arguments the module's ``add_arguments(parser)`` unless
+    ``add_arguments`` is given here (for a module too heavy to import for the parser)."""
     import importlib
 
-    return importlib.import_module(module)
+    def load():
+        return importlib.import_module(module)
+
+    return Command(help, add_arguments or (lambda parser: load().add_arguments(parser)), lambda args: load().run(args))
 
 
 _COMMANDS: dict[str, Command] = {
@@ -276,30 +282,27 @@ _COMMANDS: dict[str, Command] = {
         _add_report,
         _run_report,
     ),
-    "blind": Command(
+    "blind": _lazy_command(
         "the blind baseline of a labelled task (a classifier on the texts alone, no model): AUC with interval",
-        lambda parser: _lazy("pdd_tasks.tools.blind").add_arguments(parser),
-        lambda args: _lazy("pdd_tasks.tools.blind").run(args),
+        "pdd_tasks.tools.blind",
     ),
-    "decisions": Command(
+    "decisions": _lazy_command(
         "per-text member/non-member decisions of an unlabelled pdd_custom run (thresholds from its reference texts)",
+        "pdd_tasks.tools.decisions",
         _add_decisions,
-        lambda args: _lazy("pdd_tasks.tools.decisions").run(args),
     ),
-    "zh-snippets": Command(
+    "zh-snippets": _lazy_command(
         "cut each text of a JSONL file to its first N jieba words (DC-PDD's 512-word PatentMIA snippets)",
-        lambda parser: _lazy("pdd_tasks.tools.zh_snippets").add_arguments(parser),
-        lambda args: _lazy("pdd_tasks.tools.zh_snippets").run(args),
+        "pdd_tasks.tools.zh_snippets",
     ),
-    "make-controlled": Command(
+    "make-controlled": _lazy_command(
         "fine-tune a model on a random half of a text pool: the pdd_controlled benchmark (known membership)",
+        "pdd_tasks.tools.make_controlled",
         _add_make_controlled,
-        lambda args: _lazy("pdd_tasks.tools.make_controlled").run(args),
     ),
-    "make-ordered": Command(
+    "make-ordered": _lazy_command(
         "fine-tune a model on a file in its canonical order: the positive control of pdd_exchangeability",
-        lambda parser: _lazy("pdd_tasks.tools.make_ordered").add_arguments(parser),
-        lambda args: _lazy("pdd_tasks.tools.make_ordered").run(args),
+        "pdd_tasks.tools.make_ordered",
     ),
 }
 

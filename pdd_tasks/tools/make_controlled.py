@@ -240,7 +240,10 @@ def make_controlled(
 # -- lm-eval-pdd make-controlled (arguments: pdd_tasks/tools/cli.py) ---------------------------------------
 
 
-def run(args) -> int:
+def run_tuning(command: str, model: str | None, tune, done) -> int:
+    """The command line of a fine-tuning command: ``tune(base)`` with stdout sent to stderr (``base``:
+    ``model``, or the default model), a refusal printed as its message (exit status 1); then
+    ``done(base, output, manifest)`` on stderr and the output folder on stdout."""
     import contextlib
     import sys
 
@@ -248,29 +251,38 @@ def run(args) -> int:
 
     try:
         with contextlib.redirect_stdout(sys.stderr):
-            base = args.model or ensure_default_model()
-            chosen = {key: getattr(args, key) for key in ("seed", "learning_rate", "batch_size", "epochs")}
-            settings = TuningSettings(**{key: value for key, value in chosen.items() if value is not None})
-            output = make_controlled(
-                args.output or default_controlled_dir(),
-                base,
-                pool=args.pool,
-                pool_length=args.pool_length,
-                text_field=args.text_field,
-                settings=settings,
-                limit=args.limit,
-                progress=not args.no_progress,
-                force=args.force,
-            )
+            base = model or ensure_default_model()
+            output = tune(base)
     except (DatasetError, DefaultModelError, OutputRefused) as exc:
-        print(f"lm-eval-pdd make-controlled: {exc}", file=sys.stderr)
+        print(f"lm-eval-pdd {command}: {exc}", file=sys.stderr)
         return 1
-    manifest = json.loads((output / "manifest.json").read_text())
-    print(
-        f"tuned {base} on {manifest['members']} of {manifest['pool_texts']} texts "
-        f"({manifest['training']['steps']} steps, {manifest['training']['seconds']} s); "
-        f"score it with --model_args pretrained={output / 'model'} --tasks pdd_controlled",
-        file=sys.stderr,
-    )
+    print(done(base, output, json.loads((output / "manifest.json").read_text())), file=sys.stderr)
     print(output)
     return 0
+
+
+def run(args) -> int:
+    chosen = {key: getattr(args, key) for key in ("seed", "learning_rate", "batch_size", "epochs")}
+    settings = TuningSettings(**{key: value for key, value in chosen.items() if value is not None})
+
+    def tune(base: str) -> Path:
+        return make_controlled(
+            args.output or default_controlled_dir(),
+            base,
+            pool=args.pool,
+            pool_length=args.pool_length,
+            text_field=args.text_field,
+            settings=settings,
+            limit=args.limit,
+            progress=not args.no_progress,
+            force=args.force,
+        )
+
+    def done(base: str, output: Path, manifest: dict) -> str:
+        return (
+            f"tuned {base} on {manifest['members']} of {manifest['pool_texts']} texts "
+            f"({manifest['training']['steps']} steps, {manifest['training']['seconds']} s); "
+            f"score it with --model_args pretrained={output / 'model'} --tasks pdd_controlled"
+        )
+
+    return run_tuning("make-controlled", args.model, tune, done)

@@ -22,7 +22,6 @@ their file order.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import random
 import sys
@@ -30,7 +29,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from pdd_tasks.loading.benchmark_data import PACKAGED_DATA, DatasetError, read_local_rows
-from pdd_tasks.tools.outputs import OutputRefused, check_output_folder, replace_folder
+from pdd_tasks.tools.outputs import check_output_folder, replace_folder
 
 
 DEFAULT_SOURCE = "WikiMIA_length32 (shipped)"
@@ -134,44 +133,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pdd_tasks.tools.default_model import DefaultModelError, ensure_default_model
-    from pdd_tasks.tools.make_controlled import TuningSettings
+    from pdd_tasks.tools.make_controlled import TuningSettings, run_tuning
 
     for name in ("examples", "block_examples", "epochs", "batch_size"):
         if getattr(args, name) < 1:
             print(f"lm-eval-pdd make-ordered: --{name.replace('_', '-')} must be >= 1.", file=sys.stderr)
             return 2
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            base = args.model or ensure_default_model()
-            settings = TuningSettings(
-                seed=args.seed,
-                learning_rate=args.learning_rate,
-                batch_size=args.batch_size,
-                epochs=args.epochs,
-                max_tokens=1024,
-            )
-            output = make_ordered(
-                args.output,
-                base,
-                source=args.data,
-                text_field=args.text_field,
-                examples=args.examples,
-                block_examples=args.block_examples,
-                settings=settings,
-                progress=not args.no_progress,
-                force=args.force,
-            )
-    except (DatasetError, DefaultModelError, OutputRefused) as exc:
-        print(f"lm-eval-pdd make-ordered: {exc}", file=sys.stderr)
-        return 1
-    manifest = json.loads((output / "manifest.json").read_text())
-    print(
-        f"tuned {base} on {manifest['examples']} examples in canonical order, {settings.epochs} epochs "
-        f"({manifest['training']['steps']} steps, {manifest['training']['seconds']} s); test it with "
-        f"--model_args pretrained={output / 'model'} --tasks pdd_exchangeability "
-        f'--metadata \'{{"data_files": "{output / "canonical.jsonl"}"}}\'',
-        file=sys.stderr,
+    settings = TuningSettings(
+        seed=args.seed,
+        learning_rate=args.learning_rate,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        max_tokens=1024,
     )
-    print(output)
-    return 0
+
+    def tune(base: str) -> Path:
+        return make_ordered(
+            args.output,
+            base,
+            source=args.data,
+            text_field=args.text_field,
+            examples=args.examples,
+            block_examples=args.block_examples,
+            settings=settings,
+            progress=not args.no_progress,
+            force=args.force,
+        )
+
+    def done(base: str, output: Path, manifest: dict) -> str:
+        return (
+            f"tuned {base} on {manifest['examples']} examples in canonical order, {settings.epochs} epochs "
+            f"({manifest['training']['steps']} steps, {manifest['training']['seconds']} s); test it with "
+            f"--model_args pretrained={output / 'model'} --tasks pdd_exchangeability "
+            f'--metadata \'{{"data_files": "{output / "canonical.jsonl"}"}}\''
+        )
+
+    return run_tuning("make-ordered", args.model, tune, done)

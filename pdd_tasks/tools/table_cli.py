@@ -118,6 +118,17 @@ def _finish(table, output: Path | None, install: bool, force: bool, command: str
     return 0
 
 
+def _load_table(path: Path, command: str):
+    """The table at ``path``, or None after a message saying why it cannot be read."""
+    from pdd_tasks.freq.tables import FrequencyTable, FrequencyTableError
+
+    try:
+        return FrequencyTable.load(path)
+    except (FileNotFoundError, FrequencyTableError) as exc:
+        _err(f"lm-eval-pdd {command}: {exc}")
+        return None
+
+
 def _add_output(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", type=Path, default=None, metavar="TABLE.npz", help="where to write the table")
     parser.add_argument(
@@ -460,12 +471,10 @@ def add_inspect_table(parser: argparse.ArgumentParser) -> None:
 def run_inspect_table(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from pdd_tasks.freq.tables import FrequencyTable, FrequencyTableError, tokenizer_fingerprint
+    from pdd_tasks.freq.tables import tokenizer_fingerprint
 
-    try:
-        table = FrequencyTable.load(args.table)
-    except (FileNotFoundError, FrequencyTableError) as exc:
-        _err(f"lm-eval-pdd inspect-table: {exc}")
+    table = _load_table(args.table, "inspect-table")
+    if table is None:
         return 1
     tokenizer = _load_tokenizer(args.tokenizer) if args.tokenizer else None
     seen = int(np.count_nonzero(table.counts))
@@ -518,12 +527,8 @@ def add_install_table(parser: argparse.ArgumentParser) -> None:
 
 
 def run_install_table(args: argparse.Namespace) -> int:
-    from pdd_tasks.freq.tables import FrequencyTable, FrequencyTableError
-
-    try:
-        table = FrequencyTable.load(args.table)
-    except (FileNotFoundError, FrequencyTableError) as exc:
-        _err(f"lm-eval-pdd install-table: {exc}")
+    table = _load_table(args.table, "install-table")
+    if table is None:
         return 1
     return _finish(table, None, True, args.force, "install-table")
 
