@@ -237,6 +237,16 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALL
 os.environ.update(OFFLINE)
 
 
+@pytest.fixture(scope="session")
+def gguf_server_url():
+    """lm-eval-pdd's completions server (``pdd_tasks.tools.gguf_server``) on the default model's GGUF,
+    started once for the session (its counters only grow: tests read differences)."""
+    from completions_support import correct_server
+
+    with correct_server() as url:
+        yield url
+
+
 @pytest.fixture(scope="session", autouse=True)
 def builtin_task_index_built_once():
     """lm-eval's ~14,000 task YAMLs indexed once for the session, not in every in-process run."""

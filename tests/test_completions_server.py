@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 from completions_support import (
     completions_model_args,
-    correct_server,
     default_model,
     server_stats,
     stock_server,
@@ -57,9 +56,8 @@ def model_dir():
 
 
 @pytest.fixture(scope="module")
-def server():
-    with correct_server() as url:
-        yield url
+def server(gguf_server_url):
+    return gguf_server_url
 
 
 @pytest.fixture(scope="module")

@@ -381,24 +381,23 @@ def test_cached_answers_keep_their_convention():
     assert json.loads(json.dumps(list(scores))) == [-1.0, False]
 
 
-def test_local_completions_server_scores_the_default_encoding(tmp_path):
+def test_local_completions_server_scores_the_default_encoding(gguf_server_url, tmp_path):
     """A real completions server on 127.0.0.1 (lm-eval-pdd's llama.cpp front on the default model's
     GGUF, Q4_1) under "reference-code": one prompt per text (text and lowercased copy) plus the
     probe, and each document's Loss is the scripts' Loss on the same weights in float32 (within the
     quantization tolerance of test_completions_server.py), not the default convention's."""
-    from completions_support import completions_model_args, correct_server, default_model, server_stats
+    from completions_support import completions_model_args, default_model, server_stats
     from test_completions_server import TOLERANCES
 
-    model_dir, limit = default_model(), 4
-    with correct_server() as url:
-        before = server_stats(url)
-        out = tmp_path / "api"
-        metadata = {"convention": "reference-code"}
-        args = harness_args(
-            completions_model_args(url, model_dir), TASK, out, model="local-completions", limit=limit, metadata=metadata
-        )
-        run_lm_eval(args, cwd=tmp_path)
-        assert server_stats(url)["prompts"] - before["prompts"] == 2 * limit + 1
+    model_dir, limit, url = default_model(), 4, gguf_server_url
+    before = server_stats(url)
+    out = tmp_path / "api"
+    metadata = {"convention": "reference-code"}
+    args = harness_args(
+        completions_model_args(url, model_dir), TASK, out, model="local-completions", limit=limit, metadata=metadata
+    )
+    run_lm_eval(args, cwd=tmp_path)
+    assert server_stats(url)["prompts"] - before["prompts"] == 2 * limit + 1
     assert read_results(out)["configs"][TASK]["metadata"]["convention"] == "reference-code"
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
