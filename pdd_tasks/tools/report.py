@@ -7,13 +7,14 @@ is shown (a folder holding two runs gives two tables, oldest first).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from pdd_tasks.errors import UserError
 from pdd_tasks.loading.files import DatasetError, read_json, read_jsonl
 from pdd_tasks.registry import METHOD_NAMES, SETTINGS, ScoringSettings, label
-from pdd_tasks.tasks.aggregations import BLIND
+from pdd_tasks.tasks.aggregations import BLIND, FEW_TEXTS, null_auc_standard_error
 
 
 METRIC_LABELS = {
@@ -32,8 +33,13 @@ _FIX = (
 )
 
 
-class ResultsError(ValueError):
+class ResultsError(UserError):
     """A path that is not an lm_eval output folder or results file; the message says the fix."""
+
+
+class SamplesError(ResultsError):
+    """A ``--log_samples`` file that cannot be read (e.g. cut mid-line); the message names the file,
+    the line and the fix."""
 
 
 def results_files(path: Path) -> list[Path]:
@@ -81,10 +87,71 @@ def pdd_tasks_of(results: dict) -> list[str]:
 
 
 @dataclass(frozen=True)
+class Counts:
+    """How many texts a task scored.
+
+    ``total`` is the results JSON's (``n-samples``: the texts its AUCs and TPRs are computed from);
+    ``members`` and ``non_members`` come from the samples file, and only where it holds exactly
+    those texts. Otherwise they are None; without a samples file (no ``--log_samples``) that is
+    all, and for a samples file that holds fewer or more texts than the results JSON counts (or no
+    labels) ``problem`` names the file and what it holds.
+    """
+
+    total: int | None
+    members: int | None = None
+    non_members: int | None = None
+    problem: str | None = None
+
+    def too_few(self) -> str | None:
+        """Why the counts are too small to read the AUCs and TPRs as evidence, where a class has fewer
+        than :data:`FEW_TEXTS` texts (the run log's warning, for the outputs people read), else None."""
+        if self.members is not None and self.non_members is not None:
+            if 0 < min(self.members, self.non_members) < FEW_TEXTS:
+                se = null_auc_standard_error(self.members, self.non_members)
+                return (
+                    f"{_plural(self.members, 'member')} and {_plural(self.non_members, 'non-member')}, fewer than "
+                    f"{FEW_TEXTS} of a class. An AUC from so few has a standard error of about {se:.2f} at AUC 0.5, "
+                    "so an AUC or TPR of 1.000 (or 0.000) here is no evidence of membership; score at least "
+                    f"{FEW_TEXTS} texts of each class."
+                )
+        elif self.total is not None and self.total < 2 * FEW_TEXTS:
+            return (
+                f"{self.total} texts in all, so fewer than {FEW_TEXTS} of a class (how many members and "
+                "non-members is not known without a complete samples file). AUCs and TPRs from so few are no "
+                f"evidence of membership; score at least {FEW_TEXTS} texts of each class."
+            )
+        return None
+
+    def describe(self) -> str:
+        """``"20 texts (10 members, 10 non-members)"``, or ``"20 texts"`` where the classes are unknown."""
+        text = f"{self.total if self.total is not None else '?'} texts"
+        if self.members is not None and self.non_members is not None:
+            text += f" ({_plural(self.members, 'member')}, {_plural(self.non_members, 'non-member')})"
+        return text
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def _labels(samples: list[dict]) -> list[int] | None:
+    """Each record's label (the second item of a ``<method>_auc`` entry), or None where the records
+    hold no labelled metric."""
+    key = next((f"{m}_auc" for m in (BLIND, *METHOD_NAMES) if samples and f"{m}_auc" in samples[0]), None)
+    if key is None:
+        return None
+    try:
+        return [int(sample[key][1]) for sample in samples]
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
 class Run:
     """One lm_eval run: its results file (and the samples files beside it)."""
 
     file: Path
+    _samples: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     @cached_property
     def results(self) -> dict:
@@ -111,9 +178,52 @@ class Run:
         return file if file.is_file() else None
 
     def samples(self, task: str) -> list[dict] | None:
-        """The ``--log_samples`` records of ``task`` (:func:`pdd_tasks.loading.files.read_jsonl`), or None."""
+        """The ``--log_samples`` records of ``task`` (:func:`pdd_tasks.loading.files.read_jsonl`), or None.
+
+        Raises:
+            SamplesError: the file is not JSON Lines (e.g. cut mid-line by an interrupted run); the
+                message names the file and line and the fix.
+        """
+        if task not in self._samples:
+            file = self.samples_file(task)
+            try:
+                self._samples[task] = None if file is None else read_jsonl(file)
+            except DatasetError as error:
+                raise SamplesError(
+                    f"{error} That is the --log_samples file of {task} in the run {self.file}; a file cut mid-line "
+                    "is what an interrupted run or a full disk leaves. Re-run lm_eval with --log_samples to "
+                    f"write it again, or remove {file} to report the run from its results JSON alone (no plots, "
+                    "no member/non-member counts)."
+                ) from None
+        return self._samples[task]
+
+    def counts(self, task: str) -> Counts:
+        """The texts ``task`` scored (:class:`Counts`): the total from the results JSON, the classes from
+        the samples file where it holds the same texts; a samples file holding another number of texts
+        is named in ``problem``."""
+        total = (self.results.get("n-samples", {}).get(task) or {}).get("effective")
+        total = total if isinstance(total, int) and not isinstance(total, bool) else None
         file = self.samples_file(task)
-        return None if file is None else read_jsonl(file)
+        if file is None:
+            return Counts(total)
+        samples = self.samples(task) or []
+        labels = _labels(samples)
+        held = f"{len(samples)} texts" + (
+            f" ({sum(labels)} members, {len(labels) - sum(labels)} non-members)" if labels is not None else ""
+        )
+        if total is not None and len(samples) != total:
+            return Counts(
+                total,
+                problem=(
+                    f"the samples file {file} is incomplete: it holds {held}, but the results JSON {self.file.name} "
+                    f"counts {total} texts scored, and its AUCs and TPRs are computed from all {total}. Member "
+                    "and non-member counts, plots and the FPR-budget marks (†) are left out for this task; re-run "
+                    "lm_eval with --log_samples for a complete samples file."
+                ),
+            )
+        if labels is None:
+            return Counts(total, problem=f"the samples file {file} holds no labelled metric")
+        return Counts(len(samples), sum(labels), len(labels) - sum(labels))
 
 
 def find_runs(paths: list[Path]) -> list[Run]:
@@ -143,29 +253,134 @@ def lowercase_off(results: dict, task: str) -> bool:
     return metadata.get("lowercase") is False
 
 
+#: Under a table where a value's standard error could not be computed ("± n/a" / "no interval").
+NO_STDERR_NOTE = (
+    "no standard error could be computed, so no interval: DeLong's is 0 where every member scores above "
+    "(or every one below) every non-member (AUC 1 or 0), none is defined with fewer than 2 texts of a class, "
+    "and bootstrap_iters=0 turns them all off."
+)
+
+
+def stderr_of(values: dict, key: str) -> float | None:
+    """The standard error of ``key`` in a task's results where it is usable for an interval: a finite
+    number, and for an AUC not 0 (DeLong's is 0 at AUC 0 and 1, which gives an interval of one point)."""
+    stderr = values.get(f"{key}_stderr,none")
+    if isinstance(stderr, bool) or not isinstance(stderr, (int, float)) or stderr != stderr:
+        return None
+    if key.endswith("_auc") and stderr == 0:
+        return None
+    return float(stderr)
+
+
 def _cell(values: dict, key: str) -> str:
     value = values.get(f"{key},none")
     if not isinstance(value, (int, float)) or value != value:  # absent, or NaN (e.g. blind with < 2 of a class)
         return "n/a"
-    stderr = values.get(f"{key}_stderr,none")
-    return f"{value:.3f} ± {stderr:.3f}" if isinstance(stderr, (int, float)) else f"{value:.3f}"
+    if f"{key}_stderr,none" not in values:  # results without standard errors
+        return f"{value:.3f}"
+    stderr = stderr_of(values, key)
+    return f"{value:.3f} ± {stderr:.3f}" if stderr is not None else f"{value:.3f} ± n/a"
 
 
-def method_table(results: dict, metrics: tuple[str, ...] = ("auc", "tpr@fpr<5%")) -> str:
+def convention_note(tasks: list[str], reference_code: list[str]) -> str | None:
+    """What a reader must know where tasks ran with ``convention: "reference-code"`` (other tokens
+    scored than under the default ``"paper"``), else None."""
+    if not reference_code:
+        return None
+    if len(reference_code) < len(tasks):
+        return (
+            f'Scored tokens: convention "reference-code" for {", ".join(reference_code)} (tokenizer.encode(text) '
+            f'without its first token, as the Min-K%++ and DC-PDD scripts); elsewhere "paper" (every text token '
+            f"after the model's start token)."
+        )
+    return (
+        'Scored tokens: convention "reference-code" (tokenizer.encode(text) without its first token, '
+        "as the Min-K%++ and DC-PDD scripts)."
+    )
+
+
+def _groups(results: dict) -> set[str]:
+    return {name for name, subtasks in (results.get("group_subtasks") or {}).items() if subtasks} | set(
+        results.get("groups") or {}
+    )
+
+
+def left_out(results: dict) -> list[tuple[str, str]]:
+    """(task, why) for each task of a results JSON that the method table and report do not show (no
+    member/non-member AUC): unlabelled pdd_custom runs, pdd_exchangeability, other tasks. Groups are
+    not listed (their tasks are)."""
+    shown_tasks = set(pdd_tasks_of(results)) | _groups(results)
+    out = []
+    for task, values in results["results"].items():
+        if task in shown_tasks or not isinstance(values, dict):
+            continue
+        keys = {key.split(",")[0] for key in values}
+        if any(key.endswith(("_suspect_auc", "_threshold", "_flagged")) for key in keys) or any(
+            key.startswith("dataset_inference") for key in keys
+        ):
+            why = (
+                "unlabelled texts (pdd_custom without labels): no member/non-member AUC or TPR; its thresholds, "
+                "flagged shares and dataset-test p-values are in the results JSON, and `lm-eval-pdd decisions "
+                "<output_path>` lists each text's decision"
+            )
+        elif "exchangeability_pvalue" in keys:
+            pvalue = values.get("exchangeability_pvalue,none")
+            shards = values.get("exchangeability_shards,none")
+            why = (
+                "a test of the texts' order (exchangeability), not a per-text membership score: p-value "
+                + (f"{pvalue:.3g}" if isinstance(pvalue, (int, float)) else "n/a")
+                + (f" from {shards} shards" if isinstance(shards, int) else "")
+                + " (results JSON: exchangeability_*)"
+            )
+        elif task.startswith("pdd_"):
+            why = "no member/non-member AUC in its results"
+        else:
+            why = "not a pdd membership task"
+        out.append((task, why))
+    return out
+
+
+def left_out_note(results: dict) -> str | None:
+    """One line naming the tasks of a run that a table leaves out, and why; None if none."""
+    items = left_out(results)
+    if not items:
+        return None
+    return "Not in this table: " + "; ".join(f"{task}: {why}" for task, why in items) + "."
+
+
+def method_table(
+    results: dict, metrics: tuple[str, ...] = ("auc", "tpr@fpr<5%"), counts: dict[str, Counts] | None = None
+) -> str:
     """Markdown table: one row per method, one column per (pdd task, metric).
 
-    The blind baseline is the first row where the run has it. Values are ``value ± stderr`` where
-    the results hold a numeric stderr. A method a task did not score is ``n/a``, explained under
-    the table: Lowercase for a task run with ``lowercase: false`` (not applicable to Chinese, which
-    has no letter case), anything else as missing from the results. A task run with
-    ``convention: "reference-code"`` is named under the table (its scores are of other tokens).
+    The blind baseline is the first row where the run has it. Values are ``value ± stderr``, or
+    ``value ± n/a`` where the results' standard error gives no interval (:func:`stderr_of`), or the
+    value alone where the results hold no standard error at all. A method a task
+    did not score is ``n/a``, explained under the table: Lowercase for a task run with
+    ``lowercase: false`` (not applicable to Chinese, which has no letter case), anything else as
+    missing from the results. A task run with ``convention: "reference-code"`` is named under the
+    table (its scores are of other tokens), and so is every task of the run the table leaves out
+    (:func:`left_out`). ``counts`` (task -> :class:`Counts`, e.g. from :meth:`Run.counts`) puts the
+    member and non-member counts under the table, and a task with too few texts gets a bold warning
+    as the first line under it; without ``counts`` the results JSON's totals are used. The table's
+    header is always the first line.
     """
     tasks = pdd_tasks_of(results)
     if not tasks:
+        skipped = [task for task, _ in left_out(results) if task.startswith("pdd_")]
+        if skipped:
+            raise ResultsError(
+                f"No labelled pdd task in the results (no <method>_auc metric). {left_out_note(results)}"
+            )
         raise ResultsError(
             "The results contain no labelled pdd task (no <method>_auc metric): was this an lm_eval run of "
             "the pdd tasks (--include_path $(lm-eval-pdd tasks-path) --tasks pdd_...)?"
         )
+    counts = {
+        task: (counts or {}).get(task) or Counts((results.get("n-samples", {}).get(task) or {}).get("effective"))
+        for task in tasks
+    }
+    warnings = [f"**Too few texts** in {task}: {counts[task].too_few()}" for task in tasks if counts[task].too_few()]
     no_lowercase = [task for task in tasks if lowercase_off(results, task)]
     methods = [
         m
@@ -186,6 +401,8 @@ def method_table(results: dict, metrics: tuple[str, ...] = ("auc", "tpr@fpr<5%")
                     missing.append(f"{name} {METRIC_LABELS[metric]} of {task}")
         lines.append("| " + " | ".join(cells) + " |")
     notes = []
+    if any(" ± n/a" in line for line in lines):
+        notes.append(f"± n/a: {NO_STDERR_NOTE}")
     for task in no_lowercase:
         language = (results["configs"][task].get("metadata") or {}).get("language")
         if language in ("zh", "ja"):
@@ -198,21 +415,17 @@ def method_table(results: dict, metrics: tuple[str, ...] = ("auc", "tpr@fpr<5%")
     if missing:
         notes.append(f"n/a: not in the results: {', '.join(missing)}.")
     reference_code = [task for task in tasks if task_settings(results, task).convention == "reference-code"]
-    if reference_code:
-        notes.append(
-            f'Scored tokens: convention "reference-code" for {", ".join(reference_code)} (tokenizer.encode(text) '
-            f'without its first token, as the Min-K%++ and DC-PDD scripts); elsewhere "paper" (every text token '
-            f"after the model's start token)."
-            if len(reference_code) < len(tasks)
-            else 'Scored tokens: convention "reference-code" (tokenizer.encode(text) without its first token, '
-            "as the Min-K%++ and DC-PDD scripts)."
-        )
+    if note := convention_note(tasks, reference_code):
+        notes.append(note)
+    if note := left_out_note(results):
+        notes.append(note)
     sizes = ", ".join(
-        f"{task}: {results['n-samples'][task]['effective']} texts{_held_out(results, task)}"
+        f"{task}: {counts[task].describe()}{_held_out(results, task)}"
         for task in tasks
-        if task in results.get("n-samples", {})
+        if counts[task].total is not None
     )
-    footer = "\n\n".join(notes + ([sizes] if sizes else []))
+    problems = [f"Samples of {task}: {counts[task].problem}" for task in tasks if counts[task].problem]
+    footer = "\n\n".join(warnings + notes + ([sizes] if sizes else []) + problems)
     return "\n".join(lines) + (f"\n\n{footer}" if footer else "")
 
 
@@ -224,15 +437,22 @@ def _held_out(results: dict, task: str) -> str:
 
 def print_method_table(path: Path) -> str:
     """The method table of every run under ``path`` (one run: just its table; several: each under
-    a heading naming its model and results file, oldest first)."""
+    a heading naming its model and results file, oldest first), with the member and non-member
+    counts of each task's samples file (:meth:`Run.counts`)."""
     runs = find_runs([Path(path)])
     if len(runs) == 1:
-        return method_table(runs[0].results)
+        return _run_table(runs[0])
     parts = []
     for run in runs:
         try:
-            table = method_table(run.results)
+            table = _run_table(run)
+        except SamplesError:
+            raise
         except ResultsError as error:
             table = f"(no pdd table: {error})"
         parts.append(f"### {run.model}: {run.file}\n\n{table}")
     return f"{len(runs)} runs under {path}:\n\n" + "\n\n".join(parts)
+
+
+def _run_table(run: Run) -> str:
+    return method_table(run.results, counts={task: run.counts(task) for task in pdd_tasks_of(run.results)})

@@ -18,6 +18,12 @@ Every number of the tables is the results JSON's (value and ``_stderr``); the 95
 plots need the per-text scores, so a run without ``--log_samples`` gets its tables only (and says
 so). The blind baseline's per-text items are the texts; its plotted scores are recomputed with the
 same out-of-fold classifier the harness ran (:func:`pdd_metrics.blind.blind_scores`, fixed seed).
+
+What a reader must not miss is written beside the numbers (docs/report.md, "What the report
+marks"): a task with too few texts of a class, an AUC interval that cannot be computed, the
+``reference-code`` convention, the settings in which runs of one model and task differ
+(:func:`differing_settings`), a samples file that does not hold the texts the results JSON counts
+(:meth:`pdd_tasks.tools.report.Run.counts`), and the tasks left out (:func:`pdd_tasks.tools.report.left_out`).
 """
 
 from __future__ import annotations
@@ -36,15 +42,19 @@ import numpy as np
 from pdd_metrics.blind import BLIND_FOLDS, BLIND_SEED, TooFewTexts, blind_scores
 from pdd_metrics.intervals import normal_interval, smallest_fpr_step
 from pdd_tasks import registry
-from pdd_tasks.registry import METHOD_NAMES
+from pdd_tasks.registry import METHOD_NAMES, RECORDED_KEYS, SETTINGS
 from pdd_tasks.tasks.aggregations import BLIND, FPR_BUDGETS
 from pdd_tasks.tools.outputs import refuse_unsafe_output
 from pdd_tasks.tools.report import (
     BLIND_LABEL,
     METRIC_LABELS,
+    NO_STDERR_NOTE,
+    Counts,
     ResultsError,
     Run,
+    convention_note,
     find_runs,
+    left_out,
     method_label,
     pdd_tasks_of,
     task_settings,
@@ -72,6 +82,9 @@ LEADERBOARD_COLUMNS = (
     "auc_ci95_low",
     "auc_ci95_high",
     *(f"{column}{suffix}" for column in list(COLUMN_OF_METRIC.values())[1:] for suffix in ("", "_stderr")),
+    "convention",
+    "too_few_texts",
+    "differing_settings",
 )
 
 #: Files the report writes besides the plots.
@@ -100,20 +113,16 @@ class TaskReport:
     task: str
     rows: list[MethodRow]
     scores: dict[str, tuple[np.ndarray, np.ndarray]] | None  # method -> (scores, labels), None without samples
+    counts: Counts  # the texts scored; classes only where the samples file holds the results' texts
+    differing: str = ""  # the settings that differ from the other runs of this model on this task
 
     @property
     def n_members(self) -> int | None:
-        if not self.scores:
-            return None
-        labels = next(iter(self.scores.values()))[1]
-        return int(labels.sum())
+        return self.counts.members
 
     @property
     def n_non_members(self) -> int | None:
-        if not self.scores:
-            return None
-        labels = next(iter(self.scores.values()))[1]
-        return int(labels.size - labels.sum())
+        return self.counts.non_members
 
 
 def _number(value) -> float | None:
@@ -177,14 +186,68 @@ def _run_ids(runs: list[Run]) -> dict[Run, str]:
 
 
 def collect(runs: list[Run]) -> list[TaskReport]:
-    """One :class:`TaskReport` per (run, labelled pdd task), runs in the order given."""
+    """One :class:`TaskReport` per (run, labelled pdd task), runs in the order given.
+
+    Counts and plots come from the samples file only where it holds the texts the results JSON's
+    numbers are computed from (:meth:`Run.counts`); an incomplete one is named in the task's notes.
+    """
     ids = _run_ids(runs)
     reports = []
     for run in runs:
         for task in pdd_tasks_of(run.results):
             rows = _rows(run, task)
-            reports.append(TaskReport(run, ids[run], task, rows, _scores(run, task, [r.method for r in rows])))
+            counts = run.counts(task)
+            scores = _scores(run, task, [r.method for r in rows]) if counts.members is not None else None
+            reports.append(TaskReport(run, ids[run], task, rows, scores, counts))
+    for report, differing in zip(reports, differing_settings(reports), strict=True):
+        report.differing = differing
     return reports
+
+
+def _shown_value(value) -> str:
+    if isinstance(value, str):
+        return shown(value) if ("/" in value or "\\" in value) else value
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_shown_value(item) for item in value) + "]"
+    return "none" if value is None else json.dumps(value) if isinstance(value, dict) else str(value)
+
+
+def comparable_settings(run: Run, task: str) -> dict[str, str]:
+    """What a task ran with, as ``name -> value`` to compare runs: every scoring setting (defaults
+    filled in), the other metadata keys given (data files, model arguments), the backend, the
+    reference table used, ``--limit`` and ``bootstrap_iters``. Paths by their last part, as the
+    report shows them."""
+    metadata = (run.results.get("configs", {}).get(task, {}) or {}).get("metadata") or {}
+    settings = task_settings(run.results, task)
+    items: dict[str, object] = {s.name: getattr(settings, s.name) for s in SETTINGS}
+    items.update({k: v for k, v in metadata.items() if k not in RECORDED_KEYS and k not in items and k != "pretrained"})
+    scoring = metadata.get("token_scores") or {}
+    items["backend"] = scoring.get("backend")
+    items["mu_sigma"] = scoring.get("mu_sigma")
+    items["reference table"] = (metadata.get("freq_table_used") or {}).get("path")
+    config = run.results.get("config") or {}
+    items["limit"] = config.get("limit")
+    items["bootstrap_iters"] = config.get("bootstrap_iters")
+    return {name: _shown_value(value) for name, value in items.items()}
+
+
+def differing_settings(reports: list[TaskReport]) -> list[str]:
+    """Per report, ``"min_k=0.1, convention=reference-code"``: the settings in which its run differs
+    from the other runs of the same model on the same task ("" where it has no such other run, or
+    none differs)."""
+    settings = [comparable_settings(report.run, report.task) for report in reports]
+    groups: dict[tuple[str, str], list[int]] = {}
+    for index, report in enumerate(reports):
+        groups.setdefault((report.run.model, report.task), []).append(index)
+    out = [""] * len(reports)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        names = dict.fromkeys(name for index in members for name in settings[index])
+        differ = [name for name in names if len({settings[index].get(name, "none") for index in members}) > 1]
+        for index in members:
+            out[index] = ", ".join(f"{name}={settings[index].get(name, 'none')}" for name in differ)
+    return out
 
 
 # -- plots -------------------------------------------------------------------------------------------
@@ -288,17 +351,28 @@ def _best(report: TaskReport, metric: str) -> float | None:
     return max(values) if values else None
 
 
+def _usable_stderr(row: MethodRow, metric: str) -> float | None:
+    """The stderr of an interval: None where there is none, and for an AUC where it is 0 (DeLong's
+    at AUC 0 or 1: an interval of one point would claim certainty the texts cannot give)."""
+    stderr = row.stderrs[metric]
+    return None if stderr is None or (metric == "auc" and stderr == 0) else stderr
+
+
+def auc_interval(row: MethodRow) -> tuple[float | None, float | None]:
+    """The AUC's 95% interval, or (None, None) where it cannot be computed."""
+    auc, stderr = row.values["auc"], _usable_stderr(row, "auc")
+    return normal_interval(auc, stderr) if auc is not None and stderr is not None else (None, None)
+
+
 def _format(row: MethodRow, metric: str, report: TaskReport, bold) -> str:
-    value, stderr = row.values[metric], row.stderrs[metric]
+    value, stderr = row.values[metric], _usable_stderr(row, metric)
     if value is None:
         return "n/a"
-    if stderr is None:
-        text = f"{value:.3f}"
-    elif metric == "auc":
-        low, high = normal_interval(value, stderr)
-        text = f"{value:.3f} [{low:.3f}, {high:.3f}]"
+    if metric == "auc":
+        low, high = auc_interval(row)
+        text = f"{value:.3f} [{low:.3f}, {high:.3f}]" if low is not None else f"{value:.3f} [no interval]"
     else:
-        text = f"{value:.3f} ± {stderr:.3f}"
+        text = f"{value:.3f} ± {stderr:.3f}" if stderr is not None else f"{value:.3f} ± n/a"
     if row.method != BLIND and value == _best(report, metric):
         text = bold(text)
     return text + (" †" if _unresolved(report, metric) else "")
@@ -311,13 +385,22 @@ def table_rows(report: TaskReport, bold) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def too_few_line(report: TaskReport) -> str | None:
+    """The warning above a task's table where a class has too few texts (:meth:`Counts.too_few`)."""
+    warning = report.counts.too_few()
+    return f"Too few texts: {warning}" if warning else None
+
+
 def task_notes(report: TaskReport) -> list[str]:
-    """What a reader of the task's table must know: best marks, blind, unresolved budgets, plots."""
+    """What a reader of the task's table must know: best marks, missing intervals, blind, unresolved
+    budgets, the scored tokens, an incomplete samples file, plots."""
     notes = [
         "Best value of a column among the model's methods in bold (the blind baseline is not a method of the "
         "model). AUC interval: DeLong standard error, 95% normal interval; TPR: ± its stratified-bootstrap "
         "standard error."
     ]
+    if any(row.values[m] is not None and _usable_stderr(row, m) is None for row in report.rows for m in METRIC_LABELS):
+        notes.append(f"no interval, ± n/a: {NO_STDERR_NOTE}")
     blind = next((row for row in report.rows if row.method == BLIND), None)
     if blind is not None and blind.values["auc"] is not None:
         notes.append(
@@ -336,11 +419,19 @@ def task_notes(report: TaskReport) -> list[str]:
             f"{100 / report.n_non_members:.2g}%, so {', '.join(METRIC_LABELS[m] for m in unresolved)} allow no false "
             f"positive: those columns are the TPR at FPR 0, not the named operating point."
         )
-    if not report.scores:
+    if note := convention_note([report.task], _reference_code(report)):
+        notes.append(note)
+    if report.counts.problem:
+        notes.append(f"Samples: {report.counts.problem}")
+    elif not report.scores:
         notes.append(
             "No plots: the run has no samples file for this task (run lm_eval with --log_samples to get them)."
         )
     return notes
+
+
+def _reference_code(report: TaskReport) -> list[str]:
+    return [report.task] if task_settings(report.run.results, report.task).convention == "reference-code" else []
 
 
 def shown(model_or_path: str) -> str:
@@ -369,6 +460,12 @@ def settings_in_effect(run: Run, task: str) -> list[tuple[str, str]]:
             else "not recorded (DC-PDD not scored)",
         ),
         ("methods in effect", "; ".join(registry.label(name, settings) for name in settings.methods)),
+        (
+            "scored tokens (convention)",
+            '"reference-code": tokenizer.encode(text) without its first token, as the Min-K%++ and DC-PDD scripts'
+            if settings.convention == "reference-code"
+            else '"paper": every text token after the model\'s start token',
+        ),
         ("TPR convention", "largest TPR with FPR < budget (strict, as the Min-K% and DC-PDD reference code)"),
         (
             "standard errors",
@@ -404,11 +501,28 @@ def leaderboard(reports: list[TaskReport]) -> list[dict]:
             for metric, column in COLUMN_OF_METRIC.items():
                 record[column] = row.values[metric]
                 record[f"{column}_stderr"] = row.stderrs[metric]
-            auc, stderr = row.values["auc"], row.stderrs["auc"]
-            low, high = normal_interval(auc, stderr) if auc is not None and stderr is not None else (None, None)
-            record["auc_ci95_low"], record["auc_ci95_high"] = low, high
+            record["auc_ci95_low"], record["auc_ci95_high"] = auc_interval(row)
+            record["convention"] = task_settings(report.run.results, report.task).convention
+            record["too_few_texts"] = (
+                True if report.counts.too_few() else False if report.counts.members is not None else None
+            )
+            record["differing_settings"] = report.differing
             rows.append({column: record[column] for column in LEADERBOARD_COLUMNS})
     return rows
+
+
+def _leaderboard_notes(row: dict) -> str:
+    """What sets a leaderboard row apart: too few texts, the reference-code convention, the settings
+    its run differs in from the model's other runs of the task."""
+    notes = []
+    if row["too_few_texts"]:
+        counts = f" ({row['n_members']} + {row['n_non_members']})" if row["n_members"] is not None else ""
+        notes.append(f"too few texts{counts}")
+    if row["convention"] == "reference-code":
+        notes.append("convention reference-code")
+    if row["differing_settings"]:
+        notes.append(f"differs: {row['differing_settings']}")
+    return "; ".join(notes)
 
 
 # -- the documents -------------------------------------------------------------------------------------
@@ -434,7 +548,7 @@ _CSS = (
     "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
     "table{border-collapse:collapse;margin:0.8em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
     "td:first-child,th:first-child{text-align:left}img{max-width:100%}dl{display:grid;grid-template-columns:"
-    "max-content auto;gap:2px 12px}dt{font-weight:600}.note{color:#555;font-size:0.92em}"
+    "max-content auto;gap:2px 12px}dt{font-weight:600}.note{color:#555;font-size:0.92em}.warn{color:#a40000}"
 )
 
 
@@ -447,10 +561,12 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
     """
     runs = find_runs(paths)
     reports = collect(runs)
+    skipped = [(run, task, why) for run in runs for task, why in left_out(run.results)]
     if not reports:
         raise ResultsError(
             f"No labelled pdd task in the {len(runs)} run(s) under {', '.join(map(str, paths))} (no <method>_auc "
             "metric). The report reads runs of the labelled pdd tasks (--tasks pdd_wikimia, pdd_custom with labels, ...)."
+            + "".join(f" {task} of {run.file}: {why}." for run, task, why in skipped)
         )
     out = Path(out)
     refuse_unsafe_output(out, paths, option="--out")
@@ -470,18 +586,36 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
     runs_line = f"{len(runs)} run(s): " + ", ".join(f"{shown(run.model)} ({run.file})" for run in runs)
     md += [runs_line, ""]
     body.append(f"<p>{html.escape(runs_line)}</p>")
+    if skipped:
+        md += ["Left out of this report (no member/non-member AUC to show):", ""]
+        md += [f"- {task} of {shown(run.model)} ({run.file}): {why}." for run, task, why in skipped] + [""]
+        body.append(
+            "<p>Left out of this report (no member/non-member AUC to show):</p><ul>"
+            + "".join(
+                f"<li>{html.escape(f'{task} of {shown(run.model)} ({run.file}): {why}.')}</li>"
+                for run, task, why in skipped
+            )
+            + "</ul>"
+        )
     for report in reports:
         title = f"{report.task}: {shown(report.run.model)}"
         counts = (
             f"{report.n_members} members, {report.n_non_members} non-members"
             if report.n_members is not None
-            else f"{(report.run.results.get('n-samples', {}).get(report.task) or {}).get('effective', '?')} texts"
+            else f"{report.counts.total if report.counts.total is not None else '?'} texts"
         )
         md += [f"## {title}", "", f"{counts}; run {report.run.timestamp}.", ""]
         body += [
             f"<h2>{html.escape(title)}</h2>",
             f"<p>{html.escape(counts)}; run {html.escape(report.run.timestamp)}.</p>",
         ]
+        if warning := too_few_line(report):
+            md += [f"**{warning}**", ""]
+            body.append(f"<p class='warn'><b>{html.escape(warning)}</b></p>")
+        if report.differing:
+            line = f"Settings that differ from the other runs of this model on {report.task}: {report.differing}."
+            md += [line, ""]
+            body.append(f"<p class='warn'>{html.escape(line)}</p>")
         header, rows = table_rows(report, lambda text: f"**{text}**")
         md += [_markdown_table(header, rows), ""]
         html_header, html_rows = table_rows(report, _html_bold)
@@ -512,17 +646,20 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
 
     board = leaderboard(reports)
     if len(runs) > 1:
-        header = ["model", "task", "method", "AUC [95% CI]", "TPR@FPR<1%"]
+        header = ["model", "task", "method", "AUC [95% CI]", "TPR@FPR<1%", "notes"]
         ranked = sorted(board, key=lambda r: (r["task"], -(r["auc"] or 0.0)))
         rows = [
             [
                 r["model"],
                 r["task"],
                 r["method_label"],
-                f"{r['auc']:.3f} [{r['auc_ci95_low']:.3f}, {r['auc_ci95_high']:.3f}]"
+                "n/a"
+                if r["auc"] is None
+                else f"{r['auc']:.3f} [{r['auc_ci95_low']:.3f}, {r['auc_ci95_high']:.3f}]"
                 if r["auc_ci95_low"] is not None
-                else f"{r['auc']:.3f}",
+                else f"{r['auc']:.3f} [no interval]",
                 "n/a" if r["tpr_at_fpr_lt_1pct"] is None else f"{r['tpr_at_fpr_lt_1pct']:.3f}",
+                _leaderboard_notes(r),
             ]
             for r in ranked
         ]
