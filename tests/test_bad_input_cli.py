@@ -209,6 +209,18 @@ def test_a_table_counted_from_nothing_is_refused_at_use(tiny_model, tmp_path):
     assert_refused(process, "EmptyFrequencyTableError", "counted no token at all", "Build it again")
 
 
+@pytest.mark.parametrize("where", ["missing.npz", "a-folder"], ids=["missing-file", "folder"])
+def test_a_freq_table_that_names_no_file_is_refused_before_scoring(tiny_model, tmp_path, where):
+    (tmp_path / "a-folder").mkdir()
+    data = write_jsonl(tmp_path / "t.jsonl", labelled())
+    process = lm_eval_custom(tiny_model, data, tmp_path / "out", {"freq_table": str(tmp_path / where)}, check=False)
+    problem = "is a folder, not a table file" if where == "a-folder" else "not found"
+    assert_refused(
+        process, "FrequencyTableNotFoundError", "metadata freq_table", where, problem, "lm-eval-pdd build-table"
+    )
+    assert "Scoring" not in process.stderr
+
+
 def build_empty_table(model_dir: Path, tmp_path: Path) -> Path:
     """An empty table as the library writes it (an empty shard), which build-table refuses to write alone."""
     from transformers import AutoTokenizer

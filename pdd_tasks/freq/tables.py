@@ -58,6 +58,7 @@ __all__ = [
     "FrequencyTable",
     "FrequencyTableError",
     "FrequencyTableMismatchError",
+    "FrequencyTableNotFoundError",
     "build_table",
     "cached_table_path",
     "default_table_path",
@@ -94,6 +95,10 @@ COUNTS_FROM = ("corpus", "estimate", "uniform")
 
 class FrequencyTableError(UserError):
     """A file is not a readable frequency table."""
+
+
+class FrequencyTableNotFoundError(FrequencyTableError, FileNotFoundError):
+    """A path given as a frequency table names no file (nothing there, or a folder)."""
 
 
 class EmptyFrequencyTableError(FrequencyTableError):
@@ -292,17 +297,20 @@ class FrequencyTable:
 
         Raises
         ------
-        FileNotFoundError
-            If ``path`` does not exist.
+        FrequencyTableNotFoundError
+            If ``path`` does not exist or is a folder (a :class:`FrequencyTableError` and a
+            ``FileNotFoundError``).
         FrequencyTableError
             If the file is not a frequency table or has an unsupported ``format_version``.
         """
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(
-                f"frequency table {str(path)!r} not found; build one with "
-                f"`lm-eval-pdd build-table --tokenizer <model> --input <corpus.jsonl.gz> "
-                f"--output <table.npz>`"
+            where = "" if path.is_absolute() else f" (looked at {path.absolute()})"
+            problem = "is a folder, not a table file" if path.is_dir() else "not found"
+            raise FrequencyTableNotFoundError(
+                f"frequency table {str(path)!r} {problem}{where}. Give the path of a table's .npz file "
+                f"(`lm-eval-pdd inspect-table <table.npz>` shows one), or build one with "
+                f"`lm-eval-pdd build-table --tokenizer <model> --input <corpus.jsonl.gz> --output <table.npz>`"
             )
         not_a_table = (
             f"{str(path)!r} is not an lm-eval-pdd frequency table (expected an .npz written by "

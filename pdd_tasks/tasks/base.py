@@ -23,7 +23,12 @@ from lm_eval.api.task import ConfigurableTask
 from pdd_tasks import lm_eval_patches
 from pdd_tasks.backends.base import ModelInfo, PerTokenRequest, TokenScores
 from pdd_tasks.errors import UserError
-from pdd_tasks.freq.tables import FrequencyTable, find_table, tokenizer_fingerprint
+from pdd_tasks.freq.tables import (
+    FrequencyTable,
+    FrequencyTableNotFoundError,
+    find_table,
+    tokenizer_fingerprint,
+)
 from pdd_tasks.loading.benchmark_data import DataSpec, load_benchmark
 from pdd_tasks.registry import (
     METHODS,
@@ -331,12 +336,26 @@ class MembershipInferenceTask(ConfigurableTask):
         is known here for HF models given by name or path. Where the tokenizer cannot be loaded from
         that name, the same check runs when the first text is scored.
         """
+        named = self.load_named_table()
         name = metadata.get("tokenizer") or metadata.get("pretrained")
         if not isinstance(name, str):
             return
         fingerprint = _fingerprint_of(name)
         if fingerprint is not None:
-            FrequencyTable.load(self.freq_table_path(fingerprint)).check_matches(fingerprint, name)
+            (named or FrequencyTable.load(self.freq_table_path(fingerprint))).check_matches(fingerprint, name)
+
+    def load_named_table(self) -> FrequencyTable | None:
+        """The table metadata ``freq_table`` names (None where it names none), read as the task is
+        built: a path to nothing or to a folder is refused then, naming the key and the fix."""
+        if not self.settings.freq_table:
+            return None
+        try:
+            return FrequencyTable.load(self.settings.freq_table)
+        except FrequencyTableNotFoundError as error:
+            raise FrequencyTableNotFoundError(
+                f"{self.config.task}: metadata freq_table: {error}; then pass it with "
+                f'`--metadata \'{{"freq_table": "<table.npz>"}}\'`.'
+            ) from None
 
     def reference_log_frequencies(self, model: ModelInfo) -> np.ndarray:
         """log f(v) of DC-PDD Eq. 5 for the model's vocabulary, from the configured table (once)."""
