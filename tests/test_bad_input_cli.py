@@ -147,6 +147,14 @@ def test_a_line_that_is_not_json_is_named(tiny_model, tmp_path):
     assert_refused(process, "t.jsonl:7: not valid JSON")
 
 
+def test_a_lone_surrogate_in_a_text_is_named_with_file_and_row(tiny_model, tmp_path):
+    # json.dumps writes the lone surrogate as the escape "\ud800", which json.loads reads back as is.
+    data = write_jsonl(tmp_path / "t.jsonl", labelled() + rows(("a text cut inside an emoji \ud800", 0)))
+    assert "\\ud800" in data.read_text()
+    process = lm_eval_custom(tiny_model, data, tmp_path / "out", {}, check=False)
+    assert_refused(process, "t.jsonl, row 6", "lone surrogate '\\ud800' at character 27", "Fix the escape or remove")
+
+
 def test_the_same_text_as_member_and_non_member_is_refused(tiny_model, table_args, tmp_path):
     data = write_jsonl(tmp_path / "t.jsonl", labelled() + rows((MEMBERS[0], 0)))
     process = lm_eval_custom(tiny_model, data, tmp_path / "out", table_args, check=False)
@@ -341,8 +349,9 @@ def test_build_table_from_nothing_writes_nothing(tiny_model, tmp_path, corpus_li
         (lambda p: p.write_bytes(b'{"text": "ok"}\n{"text": "na\xefve"}\n'), ["c.jsonl:2: byte 0xef", "not UTF-8"]),
         (lambda p: p.write_text('{"text": "ok"}\n{"text": \n'), ["c.jsonl:2: not valid JSON"]),
         (lambda p: p.write_text('{"text": "ok"}\n{"body": "x"}\n'), ["c.jsonl:2: no field 'text'", "--text-field"]),
+        (lambda p: p.write_text('{"text": "ok"}\n{"text": "x\\udfff"}\n'), ["c.jsonl:2:", "lone surrogate '\\udfff'"]),
     ],
-    ids=["not-utf8", "bad-json", "no-text-field"],
+    ids=["not-utf8", "bad-json", "no-text-field", "lone-surrogate"],
 )
 def test_build_table_names_the_file_and_line_of_a_bad_corpus_record(tiny_model, tmp_path, write, fragments):
     corpus = tmp_path / "c.jsonl"
