@@ -229,6 +229,56 @@ def test_a_freq_table_that_names_no_file_is_refused_before_scoring(tiny_model, t
     assert "Scoring" not in process.stderr
 
 
+@pytest.mark.parametrize("change", [-10, 10], ids=["smaller", "larger"])
+def test_a_table_of_another_vocabulary_size_is_refused_before_scoring(tiny_model, tiny_table, tmp_path, change):
+    # The same tokenizer fingerprint, but counts cut short (or padded): DC-PDD would silently pad a
+    # short table with unseen tokens, and a long one failed only after every forward pass.
+    from pdd_tasks.freq.tables import FrequencyTable
+
+    table = FrequencyTable.load(tiny_table)
+    size = table.tokenizer_vocab_size
+    counts = table.counts[:change] if change < 0 else np.concatenate([table.counts, np.zeros(change, np.int64)])
+    edited = table.replace(counts=counts, tokenizer_vocab_size=counts.size, total_tokens=int(counts.sum()))
+    path = edited.save(tmp_path / "edited.npz")
+    data = write_jsonl(tmp_path / "t.jsonl", labelled())
+    process = lm_eval_custom(tiny_model, data, tmp_path / "out", {"freq_table": str(path)}, check=False)
+    assert_refused(process, "FrequencyTableMismatchError", f"holds {size + change} counts", f"has {size} ids")
+    assert "Scoring" not in process.stderr
+    inspected = run_pdd(["inspect-table", path, "--tokenizer", tiny_model], tmp_path)
+    assert "(matches)" not in inspected.stdout
+    assert f"DOES NOT MATCH: the same fingerprint, but the tokenizer has {size} ids" in inspected.stdout
+
+
+def small_table(counts: list[int], total: int | None = None):
+    from pdd_tasks.freq.tables import FrequencyTable
+
+    return FrequencyTable(
+        counts=np.array(counts, dtype=np.int64), tokenizer_name="t", tokenizer_fingerprint="0" * 64,
+        tokenizer_vocab_size=len(counts), total_tokens=sum(counts) if total is None else total, documents=1,
+        max_tokens_per_doc=None, corpus="c",
+    )  # fmt: skip
+
+
+def test_a_table_whose_counts_overflow_is_refused(tmp_path):
+    # Written as the file format says, its total the int64-wrapped sum of its counts (-2**62).
+    from pdd_tasks.freq import tables
+
+    counts = np.array([2**62] * 3, dtype=np.int64)
+    meta = {**small_table([1, 2, 3]).meta, "total_tokens": int(counts.sum())}
+    path = tmp_path / "wrapped.npz"
+    np.savez_compressed(path, counts=counts, meta=np.array(json.dumps({"kind": tables._KIND, **meta})))
+    process = run_pdd(["inspect-table", path], tmp_path)
+    assert_refused(process, "wrapped.npz", f"counts sum to {3 * 2**62:,}, more than an int64 holds", "overflowed")
+
+
+def test_merge_tables_that_overflow_int64_says_so(tmp_path):
+    a = small_table([2**62, 2**62 - 1, 0]).save(tmp_path / "a.npz")  # each total is exactly 2**63 - 1
+    b = small_table([2**62, 0, 2**62 - 1]).save(tmp_path / "b.npz")
+    process = run_pdd(["merge-tables", a, b, "--output", tmp_path / "m.npz"], tmp_path)
+    assert_refused(process, "merging overflows: the count of token id 0", "more than an int64 holds")
+    assert "non-negative" not in process.stderr and not (tmp_path / "m.npz").exists()
+
+
 def build_empty_table(model_dir: Path, tmp_path: Path) -> Path:
     """An empty table as the library writes it (an empty shard), which build-table refuses to write alone."""
     from transformers import AutoTokenizer

@@ -55,13 +55,8 @@ def metric_list(methods: tuple[str, ...]) -> list[dict]:
 @functools.lru_cache(maxsize=8)
 def _fingerprint_of(tokenizer_name: str) -> str | None:
     """Fingerprint of a tokenizer by name or path, or None where it cannot be loaded here."""
-    try:
-        from transformers import AutoTokenizer
-
-        return tokenizer_fingerprint(AutoTokenizer.from_pretrained(tokenizer_name))
-    except Exception as error:  # offline hub name, GGUF-only directory, ...: checked later instead
-        logger.debug("Could not load tokenizer %r for the early table check: %s", tokenizer_name, error)
-        return None
+    tokenizer = _tokenizer(tokenizer_name)  # None: an offline hub name, a GGUF-only directory, ...
+    return None if tokenizer is None else tokenizer_fingerprint(tokenizer)
 
 
 class BackendWithoutTokenLogprobs(RuntimeError):
@@ -84,6 +79,22 @@ def _same_model(expected: str, name: str) -> bool:
     if left.exists() and right.exists():
         return left.resolve() == right.resolve()
     return expected.rstrip("/").split("/")[-1] == name.rstrip("/").split("/")[-1]
+
+
+@functools.lru_cache(maxsize=8)
+def _output_vocab_size(model_name: str) -> int | None:
+    """The size of the next-token distribution of the HF model ``model_name`` (its config's
+    ``vocab_size``), or None where its config cannot be read here (checked when scoring instead)."""
+    try:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(model_name)
+        config = config.get_text_config() if hasattr(config, "get_text_config") else config
+        size = getattr(config, "vocab_size", None)
+        return int(size) if isinstance(size, int) and size > 0 else None
+    except Exception as error:  # a GGUF file, an offline hub name, ...
+        logger.debug("Could not read the config of %r for the early table check: %s", model_name, error)
+        return None
 
 
 @functools.lru_cache(maxsize=4)
@@ -342,7 +353,14 @@ class MembershipInferenceTask(ConfigurableTask):
             return
         fingerprint = _fingerprint_of(name)
         if fingerprint is not None:
-            (named or FrequencyTable.load(self.freq_table_path(fingerprint))).check_matches(fingerprint, name)
+            tokenizer = _tokenizer(name)
+            pretrained = metadata.get("pretrained")
+            (named or FrequencyTable.load(self.freq_table_path(fingerprint))).check_matches(
+                fingerprint,
+                name,
+                tokenizer_size=len(tokenizer) if tokenizer is not None else None,
+                output_vocab_size=_output_vocab_size(pretrained) if isinstance(pretrained, str) else None,
+            )
 
     def load_named_table(self) -> FrequencyTable | None:
         """The table metadata ``freq_table`` names (None where it names none), read as the task is
@@ -364,7 +382,7 @@ class MembershipInferenceTask(ConfigurableTask):
             path = self.freq_table_path(fingerprint)
             source = "metadata freq_table" if self.settings.freq_table else find_table(fingerprint)[1]
             table = FrequencyTable.load(path)
-            table.check_matches(fingerprint, model.name)
+            table.check_matches(fingerprint, model.name, output_vocab_size=model.vocab_size)
             self._log_reference_freq = table.log_frequencies(model.vocab_size)
             used = {
                 "path": str(path),

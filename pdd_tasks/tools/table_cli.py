@@ -499,7 +499,15 @@ def run_inspect_table(args: argparse.Namespace) -> int:
     ]
     if tokenizer is not None:
         fingerprint = tokenizer_fingerprint(tokenizer)
-        verdict = "matches" if fingerprint == table.tokenizer_fingerprint else "DOES NOT MATCH"
+        if fingerprint != table.tokenizer_fingerprint:
+            verdict = "DOES NOT MATCH"
+        elif len(tokenizer) != table.tokenizer_vocab_size:
+            verdict = (
+                f"DOES NOT MATCH: the same fingerprint, but the tokenizer has {len(tokenizer)} ids and the table "
+                f"{table.tokenizer_vocab_size} counts"
+            )
+        else:
+            verdict = "matches"
         lines.append(f"--tokenizer {args.tokenizer}: fingerprint {fingerprint} ({verdict})")
     top = max(0, min(args.top, table.counts.size))
     if top:
