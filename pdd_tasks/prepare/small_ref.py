@@ -132,6 +132,36 @@ def reference_fingerprint(directory: Path, dtype: str) -> str:
     return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()
 
 
+def check_causal_lm(config, name: str, directory: Path) -> None:
+    """Refuse a reference model that is not a causal LM (a masked LM such as BERT, an encoder-decoder):
+    ``AutoModelForCausalLM`` would load e.g. a ``BertForMaskedLM`` as ``BertLMHeadModel``, whose
+    left-to-right log-probs are those of an untrained head, and Small-Ref would report a number.
+
+    The config's ``architectures`` (what the model was saved as) must hold a class that transformers
+    lists as a causal LM (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``, e.g. ``GPT2LMHeadModel``,
+    ``LlamaForCausalLM``); a config without ``architectures`` must have a ``model_type`` of that list
+    that is not an encoder's (BERT, RoBERTa and the like save ``architectures``)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    causal = {n for v in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values() for n in ((v,) if isinstance(v, str) else v)}
+    architectures = list(getattr(config, "architectures", None) or [])
+    model_type = getattr(config, "model_type", None)
+    if architectures:
+        if any(arch in causal or arch.endswith(("ForCausalLM", "LMHeadModel")) for arch in architectures):
+            return
+        what = f"a {' / '.join(architectures)} (model type {model_type!r})"
+    elif model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not getattr(config, "is_encoder_decoder", False):
+        return
+    else:
+        what = f"a model of type {model_type!r} without `architectures` in its config.json"
+    raise ReferenceModelError(
+        f"metadata small_ref_model={name!r}: {directory} holds {what}, not a causal LM. Small-Ref compares the "
+        f"target's log-probs with a reference causal LM's left-to-right log-probs; a masked LM (BERT, RoBERTa) or "
+        f"an encoder-decoder gives none. Give a causal LM (a class ending in ForCausalLM or LMHeadModel, e.g. a "
+        f"small model of the target's family such as EleutherAI/pythia-70m), or drop small_ref_model."
+    )
+
+
 def default_cache_path(name: str, fingerprint: str) -> Path:
     """``<cache_dir()>/<last part of the model name>-<fingerprint[:16]>.jsonl``."""
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", short_name(name)) or "model"
@@ -245,6 +275,7 @@ class ReferenceScores:
                 f"load ({type(error).__name__}: {str(error)[:300]}). Give the directory of a model saved with "
                 f"save_pretrained (config.json, weights, tokenizer files)."
             ) from None
+        check_causal_lm(self.config, self.name, self.directory)
         from lm_eval.models.utils import resolve_max_length
 
         self.window = resolve_max_length(self.config, self.tokenizer, default=2048)
