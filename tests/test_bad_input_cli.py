@@ -516,6 +516,28 @@ def test_make_controlled_with_too_few_texts_is_refused(tiny_model, tmp_path, poo
     assert not (tmp_path / "c").exists()
 
 
+@pytest.mark.parametrize("command", ["make-controlled", "make-ordered"])
+def test_tuning_commands_cut_training_texts_at_the_models_context(tmp_path, command):
+    # Training texts were cut at 512 (make-controlled) or 1024 (make-ordered) tokens, past the
+    # 256 positions of this model: an IndexError in the position embedding.
+    from transformers import AutoConfig
+
+    model = build_tiny_model(tmp_path / "model", n_positions=256)
+    assert AutoConfig.from_pretrained(model).n_positions == 256
+    texts = [" ".join(row["input"] for row in wikimia_rows(128)[i : i + 4]) for i in range(0, 16, 4)]
+    data = write_jsonl(tmp_path / "long.jsonl", [{"input": t, "text": t} for t in texts])
+    output = tmp_path / "out"
+    args = [command, "--model", model, "--output", output, "--epochs", "1", "--no-progress"]
+    if command == "make-controlled":
+        args += ["--pool", data, "--batch-size", "2"]
+    else:
+        args += ["--data", data, "--examples", "4", "--block-examples", "4"]
+    process = run_pdd(args, tmp_path)
+    assert process.returncode == 0, process.stderr[-3000:]
+    training = json.loads((output / "manifest.json").read_text())["training"]
+    assert training["max_tokens_used"] == 256 and training["texts_cut"] >= 1
+
+
 @pytest.fixture(scope="module")
 def unlabelled_run(tiny_model, tiny_table, tmp_path_factory):
     folder = tmp_path_factory.mktemp("unlabelled")
