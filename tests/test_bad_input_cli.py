@@ -299,6 +299,17 @@ def test_a_use_cache_file_of_another_model_is_refused(tiny_model, table_args, tm
     assert_refused(process, "AnswersFromAnotherModel", f"computed by {tiny_model}", "use a cache file per model")
 
 
+def test_a_use_cache_file_of_other_weights_at_the_same_path_is_refused(table_args, tmp_path):
+    model = build_tiny_model(tmp_path / "model", seed=0)
+    data = write_jsonl(tmp_path / "t.jsonl", labelled())
+    cache = str(tmp_path / "cache")
+    lm_eval_custom(model, data, tmp_path / "first" / "out", table_args, extra=["--use_cache", cache])
+    build_tiny_model(tmp_path / "model", seed=1)  # other weights saved over the first, same tokenizer
+    process = lm_eval_custom(model, data, tmp_path / "second" / "out", table_args, extra=["--use_cache", cache], check=False)  # fmt: skip
+    assert_refused(process, "AnswersFromAnotherModel", "with other weights", f"than the files at {model} now")
+    assert "--use_cache path of their own" in process.stderr and "Delete that cache file" in process.stderr
+
+
 def test_zlib_of_a_truncated_text_divides_by_the_scored_part(tiny_model, table_args, tmp_path):
     from transformers import AutoTokenizer
 

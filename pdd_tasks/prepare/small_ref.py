@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from pdd_tasks.backends.base import ContextLimit, PerTokenRequest, encode_text
+from pdd_tasks.backends.base import ContextLimit, PerTokenRequest, encode_text, model_files_fingerprint
 from pdd_tasks.backends.token_stats import position_stats
 from pdd_tasks.errors import UserError
 from pdd_tasks.paths import pdd_home
@@ -54,8 +54,6 @@ CACHE_KIND = "lm-eval-pdd/small-ref-cache"
 CACHE_FORMAT = 1
 #: Bumped when the way a text is scored changes, so old cache entries are not reused.
 SCORING_VERSION = "start-token-v1"
-#: Files of a model directory that go into its fingerprint.
-_MODEL_FILE_SUFFIXES = (".json", ".safetensors", ".bin", ".pt", ".pth", ".model", ".txt", ".tiktoken")
 
 
 class ReferenceModelError(UserError):
@@ -110,26 +108,12 @@ def model_directory(name: str) -> Path:
 
 
 def reference_fingerprint(directory: Path, dtype: str) -> str:
-    """SHA-256 identity of a reference model as it scores: its files and the dtype.
-
-    Every top-level file of the directory with a model suffix (config, tokenizer files, weights)
-    counts by name and content identity: in the hub cache a file is a link to a blob named by its
-    content hash, which is used; a plain file counts by size and modification time (hashing the
-    weights would cost a full read per run). Re-saving or fine-tuning a model in place therefore
-    gives a new fingerprint (its old cache entries are not reused); copying a directory does too
-    (a cache miss, never a wrong hit).
+    """SHA-256 identity of a reference model as it scores: its files and the dtype
+    (:func:`pdd_tasks.backends.base.model_files_fingerprint`, the identity the target's answers
+    carry too). Re-saving or fine-tuning a model in place therefore gives a new fingerprint (its old
+    cache entries are not reused); copying a directory does too (a cache miss, never a wrong hit).
     """
-    parts = [f"scoring={SCORING_VERSION}", f"dtype={dtype}"]
-    for path in sorted(directory.iterdir()):
-        if not path.is_file() or not path.name.endswith(_MODEL_FILE_SUFFIXES):
-            continue
-        if path.is_symlink():
-            identity = f"blob={path.resolve().name}"
-        else:
-            stat = path.stat()
-            identity = f"size={stat.st_size},mtime_ns={stat.st_mtime_ns}"
-        parts.append(f"{path.name}:{identity}")
-    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()
+    return model_files_fingerprint(directory, [f"scoring={SCORING_VERSION}", f"dtype={dtype}"])
 
 
 def check_causal_lm(config, name: str, directory: Path) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 from lm_eval.api.task import ConfigurableTask
 
 from pdd_tasks import lm_eval_patches
-from pdd_tasks.backends.base import ModelInfo, PerTokenRequest, TokenScores
+from pdd_tasks.backends.base import ModelInfo, PerTokenRequest, TokenScores, weights_fingerprint
 from pdd_tasks.errors import UserError
 from pdd_tasks.freq.tables import (
     FrequencyTable,
@@ -121,6 +121,12 @@ def scored_prefix(text: str, token_ids: np.ndarray, tokenizer) -> str:
     except (NotImplementedError, KeyError, TypeError, ValueError):  # a slow tokenizer: no offsets
         pass
     return tokenizer.decode(token_ids.tolist())
+
+
+def _described(model: ModelInfo) -> str:
+    """A model's identity in a message: name, tokenizer and weights fingerprints (12 digits)."""
+    weights = f", weights {model.weights_fingerprint[:12]}" if model.weights_fingerprint else ""
+    return f"{model.name}, tokenizer {model.tokenizer_fingerprint[:12]}{weights}"
 
 
 class MembershipInferenceTask(ConfigurableTask):
@@ -292,15 +298,24 @@ class MembershipInferenceTask(ConfigurableTask):
         expected = self.config.metadata.get("pretrained") or self.config.metadata.get("model")
         if first is not None:
             raise AnswersFromAnotherModel(
-                f"{self.config.task}: the per-token answers come from two models ({first.name}, tokenizer "
-                f"{first.tokenizer_fingerprint[:12]}; and {model.name}, tokenizer {model.tokenizer_fingerprint[:12]}). "
-                f"A --use_cache file written by another model answered part of this run: use a cache file per model."
+                f"{self.config.task}: the per-token answers come from two models ({_described(first)}; and "
+                f"{_described(model)}). A --use_cache file written by another model (or by other weights at the "
+                f"same path) answered part of this run: use a cache file per model, or delete the cache file."
             )
         if isinstance(expected, str) and not _same_model(expected, model.name):
             raise AnswersFromAnotherModel(
                 f"{self.config.task}: the per-token answers were computed by {model.name} ({model.backend}), but "
                 f"this run's model is {expected}. A --use_cache file written by another model answered this run; "
                 f"use a cache file per model (e.g. --use_cache cache/<model name>) or delete the cache file."
+            )
+        now = weights_fingerprint(expected) if isinstance(expected, str) and model.weights_fingerprint else None
+        if now is not None and now != model.weights_fingerprint:
+            raise AnswersFromAnotherModel(
+                f"{self.config.task}: the per-token answers were computed by {model.name} with other weights "
+                f"(files fingerprint {model.weights_fingerprint[:12]}) than the files at {expected} now "
+                f"({now[:12]}): the model was replaced or re-saved since a --use_cache file answered this run. "
+                f"Delete that cache file, or give the new weights a --use_cache path of their own "
+                f"(e.g. --use_cache cache/<model name>-v2)."
             )
         self._answering_model = model
 
