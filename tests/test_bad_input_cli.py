@@ -404,6 +404,17 @@ def test_build_table_from_nothing_writes_nothing(tiny_model, tmp_path, corpus_li
     assert not output.exists()
 
 
+def test_build_table_where_that_matched_nothing_does_not_block_the_corrected_rerun(tiny_model, tmp_path):
+    corpus = small_corpus(tmp_path)
+    output = tmp_path / "table.npz"
+    command = ["build-table", "--tokenizer", tiny_model, "--input", corpus, "--output", output, "--no-progress"]
+    assert_refused(run_pdd([*command, "--where", "domain=githb"], tmp_path), "counted no token")
+    assert not (tmp_path / "table.npz.parts").exists()
+    process = run_pdd([*command, "--where", "domain=wiki"], tmp_path)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert output.is_file() and not (tmp_path / "table.npz.parts").exists()
+
+
 @pytest.mark.parametrize(
     "write, fragments",
     [
