@@ -52,7 +52,13 @@ def _forget_what_a_new_process_would_not_know() -> None:
     from pdd_tasks.tasks import aggregations, base
 
     aggregations._warned.clear()
-    for cached in (base._fingerprint_of, base._tokenizer, aggregations._blind_items, neighbors.load_masked_lm):
+    for cached in (
+        base._fingerprint_of,
+        base._tokenizer,
+        base._output_vocab_size,
+        aggregations._blind_items,
+        neighbors.load_masked_lm,
+    ):
         cached.cache_clear()
 
 

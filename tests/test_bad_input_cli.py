@@ -147,6 +147,14 @@ def test_a_line_that_is_not_json_is_named(tiny_model, tmp_path):
     assert_refused(process, "t.jsonl:7: not valid JSON")
 
 
+def test_a_lone_surrogate_in_a_text_is_named_with_file_and_row(tiny_model, tmp_path):
+    # json.dumps writes the lone surrogate as the escape "\ud800", which json.loads reads back as is.
+    data = write_jsonl(tmp_path / "t.jsonl", labelled() + rows(("a text cut inside an emoji \ud800", 0)))
+    assert "\\ud800" in data.read_text()
+    process = lm_eval_custom(tiny_model, data, tmp_path / "out", {}, check=False)
+    assert_refused(process, "t.jsonl, row 6", "lone surrogate '\\ud800' at character 27", "Fix the escape or remove")
+
+
 def test_the_same_text_as_member_and_non_member_is_refused(tiny_model, table_args, tmp_path):
     data = write_jsonl(tmp_path / "t.jsonl", labelled() + rows((MEMBERS[0], 0)))
     process = lm_eval_custom(tiny_model, data, tmp_path / "out", table_args, check=False)
@@ -209,6 +217,68 @@ def test_a_table_counted_from_nothing_is_refused_at_use(tiny_model, tmp_path):
     assert_refused(process, "EmptyFrequencyTableError", "counted no token at all", "Build it again")
 
 
+@pytest.mark.parametrize("where", ["missing.npz", "a-folder"], ids=["missing-file", "folder"])
+def test_a_freq_table_that_names_no_file_is_refused_before_scoring(tiny_model, tmp_path, where):
+    (tmp_path / "a-folder").mkdir()
+    data = write_jsonl(tmp_path / "t.jsonl", labelled())
+    process = lm_eval_custom(tiny_model, data, tmp_path / "out", {"freq_table": str(tmp_path / where)}, check=False)
+    problem = "is a folder, not a table file" if where == "a-folder" else "not found"
+    assert_refused(
+        process, "FrequencyTableNotFoundError", "metadata freq_table", where, problem, "lm-eval-pdd build-table"
+    )
+    assert "Scoring" not in process.stderr
+
+
+@pytest.mark.parametrize("change", [-10, 10], ids=["smaller", "larger"])
+def test_a_table_of_another_vocabulary_size_is_refused_before_scoring(tiny_model, tiny_table, tmp_path, change):
+    # The same tokenizer fingerprint, but counts cut short (or padded): DC-PDD would silently pad a
+    # short table with unseen tokens, and a long one failed only after every forward pass.
+    from pdd_tasks.freq.tables import FrequencyTable
+
+    table = FrequencyTable.load(tiny_table)
+    size = table.tokenizer_vocab_size
+    counts = table.counts[:change] if change < 0 else np.concatenate([table.counts, np.zeros(change, np.int64)])
+    edited = table.replace(counts=counts, tokenizer_vocab_size=counts.size, total_tokens=int(counts.sum()))
+    path = edited.save(tmp_path / "edited.npz")
+    data = write_jsonl(tmp_path / "t.jsonl", labelled())
+    process = lm_eval_custom(tiny_model, data, tmp_path / "out", {"freq_table": str(path)}, check=False)
+    assert_refused(process, "FrequencyTableMismatchError", f"holds {size + change} counts", f"has {size} ids")
+    assert "Scoring" not in process.stderr
+    inspected = run_pdd(["inspect-table", path, "--tokenizer", tiny_model], tmp_path)
+    assert "(matches)" not in inspected.stdout
+    assert f"DOES NOT MATCH: the same fingerprint, but the tokenizer has {size} ids" in inspected.stdout
+
+
+def small_table(counts: list[int], total: int | None = None):
+    from pdd_tasks.freq.tables import FrequencyTable
+
+    return FrequencyTable(
+        counts=np.array(counts, dtype=np.int64), tokenizer_name="t", tokenizer_fingerprint="0" * 64,
+        tokenizer_vocab_size=len(counts), total_tokens=sum(counts) if total is None else total, documents=1,
+        max_tokens_per_doc=None, corpus="c",
+    )  # fmt: skip
+
+
+def test_a_table_whose_counts_overflow_is_refused(tmp_path):
+    # Written as the file format says, its total the int64-wrapped sum of its counts (-2**62).
+    from pdd_tasks.freq import tables
+
+    counts = np.array([2**62] * 3, dtype=np.int64)
+    meta = {**small_table([1, 2, 3]).meta, "total_tokens": int(counts.sum())}
+    path = tmp_path / "wrapped.npz"
+    np.savez_compressed(path, counts=counts, meta=np.array(json.dumps({"kind": tables._KIND, **meta})))
+    process = run_pdd(["inspect-table", path], tmp_path)
+    assert_refused(process, "wrapped.npz", f"counts sum to {3 * 2**62:,}, more than an int64 holds", "overflowed")
+
+
+def test_merge_tables_that_overflow_int64_says_so(tmp_path):
+    a = small_table([2**62, 2**62 - 1, 0]).save(tmp_path / "a.npz")  # each total is exactly 2**63 - 1
+    b = small_table([2**62, 0, 2**62 - 1]).save(tmp_path / "b.npz")
+    process = run_pdd(["merge-tables", a, b, "--output", tmp_path / "m.npz"], tmp_path)
+    assert_refused(process, "merging overflows: the count of token id 0", "more than an int64 holds")
+    assert "non-negative" not in process.stderr and not (tmp_path / "m.npz").exists()
+
+
 def build_empty_table(model_dir: Path, tmp_path: Path) -> Path:
     """An empty table as the library writes it (an empty shard), which build-table refuses to write alone."""
     from transformers import AutoTokenizer
@@ -227,6 +297,17 @@ def test_a_use_cache_file_of_another_model_is_refused(tiny_model, table_args, tm
     lm_eval_custom(tiny_model, data, tmp_path / "first" / "out", table_args, extra=["--use_cache", cache])
     process = lm_eval_custom(other, data, tmp_path / "second" / "out", table_args, extra=["--use_cache", cache], check=False)  # fmt: skip
     assert_refused(process, "AnswersFromAnotherModel", f"computed by {tiny_model}", "use a cache file per model")
+
+
+def test_a_use_cache_file_of_other_weights_at_the_same_path_is_refused(table_args, tmp_path):
+    model = build_tiny_model(tmp_path / "model", seed=0)
+    data = write_jsonl(tmp_path / "t.jsonl", labelled())
+    cache = str(tmp_path / "cache")
+    lm_eval_custom(model, data, tmp_path / "first" / "out", table_args, extra=["--use_cache", cache])
+    build_tiny_model(tmp_path / "model", seed=1)  # other weights saved over the first, same tokenizer
+    process = lm_eval_custom(model, data, tmp_path / "second" / "out", table_args, extra=["--use_cache", cache], check=False)  # fmt: skip
+    assert_refused(process, "AnswersFromAnotherModel", "with other weights", f"than the files at {model} now")
+    assert "--use_cache path of their own" in process.stderr and "Delete that cache file" in process.stderr
 
 
 def test_zlib_of_a_truncated_text_divides_by_the_scored_part(tiny_model, table_args, tmp_path):
@@ -323,14 +404,26 @@ def test_build_table_from_nothing_writes_nothing(tiny_model, tmp_path, corpus_li
     assert not output.exists()
 
 
+def test_build_table_where_that_matched_nothing_does_not_block_the_corrected_rerun(tiny_model, tmp_path):
+    corpus = small_corpus(tmp_path)
+    output = tmp_path / "table.npz"
+    command = ["build-table", "--tokenizer", tiny_model, "--input", corpus, "--output", output, "--no-progress"]
+    assert_refused(run_pdd([*command, "--where", "domain=githb"], tmp_path), "counted no token")
+    assert not (tmp_path / "table.npz.parts").exists()
+    process = run_pdd([*command, "--where", "domain=wiki"], tmp_path)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert output.is_file() and not (tmp_path / "table.npz.parts").exists()
+
+
 @pytest.mark.parametrize(
     "write, fragments",
     [
         (lambda p: p.write_bytes(b'{"text": "ok"}\n{"text": "na\xefve"}\n'), ["c.jsonl:2: byte 0xef", "not UTF-8"]),
         (lambda p: p.write_text('{"text": "ok"}\n{"text": \n'), ["c.jsonl:2: not valid JSON"]),
         (lambda p: p.write_text('{"text": "ok"}\n{"body": "x"}\n'), ["c.jsonl:2: no field 'text'", "--text-field"]),
+        (lambda p: p.write_text('{"text": "ok"}\n{"text": "x\\udfff"}\n'), ["c.jsonl:2:", "lone surrogate '\\udfff'"]),
     ],
-    ids=["not-utf8", "bad-json", "no-text-field"],
+    ids=["not-utf8", "bad-json", "no-text-field", "lone-surrogate"],
 )
 def test_build_table_names_the_file_and_line_of_a_bad_corpus_record(tiny_model, tmp_path, write, fragments):
     corpus = tmp_path / "c.jsonl"
@@ -443,6 +536,28 @@ def test_make_controlled_with_too_few_texts_is_refused(tiny_model, tmp_path, poo
     process = run_pdd([*command, *(["--limit", limit] if limit else [])], tmp_path)
     assert_refused(process, *fragments)
     assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("command", ["make-controlled", "make-ordered"])
+def test_tuning_commands_cut_training_texts_at_the_models_context(tmp_path, command):
+    # Training texts were cut at 512 (make-controlled) or 1024 (make-ordered) tokens, past the
+    # 256 positions of this model: an IndexError in the position embedding.
+    from transformers import AutoConfig
+
+    model = build_tiny_model(tmp_path / "model", n_positions=256)
+    assert AutoConfig.from_pretrained(model).n_positions == 256
+    texts = [" ".join(row["input"] for row in wikimia_rows(128)[i : i + 4]) for i in range(0, 16, 4)]
+    data = write_jsonl(tmp_path / "long.jsonl", [{"input": t, "text": t} for t in texts])
+    output = tmp_path / "out"
+    args = [command, "--model", model, "--output", output, "--epochs", "1", "--no-progress"]
+    if command == "make-controlled":
+        args += ["--pool", data, "--batch-size", "2"]
+    else:
+        args += ["--data", data, "--examples", "4", "--block-examples", "4"]
+    process = run_pdd(args, tmp_path)
+    assert process.returncode == 0, process.stderr[-3000:]
+    training = json.loads((output / "manifest.json").read_text())["training"]
+    assert training["max_tokens_used"] == 256 and training["texts_cut"] >= 1
 
 
 @pytest.fixture(scope="module")

@@ -212,6 +212,16 @@ def test_a_directory_without_a_model_is_a_clear_error(tiny_model, tiny_table, tm
     assert "Traceback" not in process.stderr
 
 
+def test_a_masked_lm_as_the_reference_model_is_refused(tiny_model, tiny_table, bert_mlm, tmp_path):
+    # AutoModelForCausalLM would load the BertForMaskedLM as a BertLMHeadModel and report small_ref_auc.
+    out = tmp_path / "out"
+    process = run(tiny_model, tiny_table, out, tmp_path / "home", {"small_ref_model": str(bert_mlm)}, check=False)
+    assert process.returncode != 0, process.stderr[-2000:]
+    assert "ReferenceModelError" in process.stderr and "Traceback" not in process.stderr
+    assert "holds a BertForMaskedLM (model type 'bert'), not a causal LM" in process.stderr
+    assert "Scoring" not in process.stderr and not list(out.parent.rglob("results_*.json"))
+
+
 # -- truncation ----------------------------------------------------------------------------------
 
 

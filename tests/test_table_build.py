@@ -306,6 +306,36 @@ def test_interrupted_build_resumes_without_recounting(tokenizer, tmp_path, monke
     assert not (tmp_path / "t.npz.parts").exists()
 
 
+@pytest.mark.parametrize(
+    "change",
+    ["rewritten", "one-doc-changed", "appended"],
+)
+def test_resume_after_the_input_changed_counts_the_new_content(tokenizer, tmp_path, monkeypatch, change):
+    # An interrupted build (its parts kept), then the same file name with other content: the parts
+    # of the old content must not be reused, those of unchanged documents are (not re-tokenized).
+    docs = _docs(35)
+    path = _write_jsonl(tmp_path / "corpus.jsonl", docs[:25])
+    kwargs = dict(work_dir=tmp_path / "work", docs_per_part=10, progress=False, batch_size=4)
+    build(local_sources([path]), tokenizer, keep_parts=True, **kwargs)
+    new = {
+        "rewritten": _docs(25, seed=7),
+        "one-doc-changed": docs[:14] + [{"text": "quite another text"}] + docs[15:25],
+        "appended": docs,
+    }[change]
+    _write_jsonl(path, new)
+    encoded: list[str] = []
+    real = table_build.batch_encoder
+    monkeypatch.setattr(
+        table_build, "batch_encoder", lambda tok: lambda texts: encoded.extend(texts) or real(tok)(texts)
+    )
+    table = build(local_sources([path]), tokenizer, **kwargs)
+    texts = [d["text"] for d in new]
+    np.testing.assert_array_equal(table.counts, _direct(tokenizer, texts))
+    assert table.documents == len(new)
+    first_changed = {"rewritten": 0, "one-doc-changed": 10, "appended": 20}[change]
+    assert encoded == texts[first_changed:]  # the parts before the first change were reused
+
+
 def test_resume_refuses_other_settings(tokenizer, tmp_path, corpus):
     work = tmp_path / "work"
     build(local_sources(corpus[0]), tokenizer, work_dir=work, progress=False, keep_parts=True)

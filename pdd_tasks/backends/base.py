@@ -15,9 +15,11 @@ See docs/architecture.md.
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -30,6 +32,50 @@ from pdd_tasks.errors import UserError
 logger = logging.getLogger(__name__)
 
 
+#: Files of a model directory that go into :func:`model_files_fingerprint`.
+MODEL_FILE_SUFFIXES = (".json", ".safetensors", ".bin", ".pt", ".pth", ".model", ".txt", ".tiktoken")
+
+
+def model_files_fingerprint(directory: Path, extra: Sequence[str] = ()) -> str:
+    """SHA-256 identity of a model directory's files (and of the ``extra`` strings, hashed first).
+
+    Every top-level file of the directory with a model suffix (config, tokenizer files, weights)
+    counts by name and content identity: in the hub cache a file is a link to a blob named by its
+    content hash, which is used; a plain file counts by size and modification time (hashing the
+    weights would cost a full read per run). Re-saving or fine-tuning a model in place therefore
+    gives a new fingerprint; copying a directory does too (a cache miss, never a wrong hit).
+    """
+    parts = list(extra)
+    for path in sorted(directory.iterdir()):
+        if not path.is_file() or not path.name.endswith(MODEL_FILE_SUFFIXES):
+            continue
+        if path.is_symlink():
+            identity = f"blob={path.resolve().name}"
+        else:
+            stat = path.stat()
+            identity = f"size={stat.st_size},mtime_ns={stat.st_mtime_ns}"
+        parts.append(f"{path.name}:{identity}")
+    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()
+
+
+def weights_fingerprint(name: str) -> str | None:
+    """:func:`model_files_fingerprint` of the model ``name`` (a directory, or a hub id whose snapshot
+    is in the local hub cache), or None where it names no local files (a server's model name)."""
+    try:
+        path = Path(name).expanduser()
+        if not path.is_dir():
+            from huggingface_hub import try_to_load_from_cache
+
+            found = try_to_load_from_cache(name, "config.json")
+            if not isinstance(found, str):
+                return None
+            path = Path(found).parent
+        return model_files_fingerprint(path)
+    except (OSError, ValueError) as error:  # an unreadable folder, a name that is no repo id
+        logger.debug("No weights fingerprint for %r: %s", name, error)
+        return None
+
+
 @dataclass(frozen=True)
 class ModelInfo:
     """What the scores were computed with; the same object is shared by all results of a model."""
@@ -39,17 +85,23 @@ class ModelInfo:
     vocab_size: int  # size of the model's output distribution (|V| of DC-PDD Eq. 5)
     tokenizer_fingerprint: str
     distribution_stats: str  # how mu/sigma were obtained, e.g. "exact (full vocabulary, float32)"
+    #: :func:`weights_fingerprint` of the model's files (None: no local files, or an answer cached
+    #: before this field existed); a ``--use_cache`` answer of other weights is refused by the task.
+    weights_fingerprint: str | None = None
 
 
 def cached_model_info(lm, key: Hashable, describe: Callable[[], dict]) -> ModelInfo:
     """``lm``'s :class:`ModelInfo` for ``key`` (a log-prob mode), made on the first call for that key and
-    kept on the model object (``_pdd_model_info``): the fields ``describe()`` gives, and the fingerprint
-    of ``lm.tokenizer``."""
+    kept on the model object (``_pdd_model_info``): the fields ``describe()`` gives, the fingerprint
+    of ``lm.tokenizer`` and (unless ``describe()`` gives it) the :func:`weights_fingerprint` of the
+    model named ``name``."""
     cache = lm.__dict__.setdefault("_pdd_model_info", {})
     if key not in cache:
         from pdd_tasks.freq.tables import tokenizer_fingerprint
 
-        cache[key] = ModelInfo(**describe(), tokenizer_fingerprint=tokenizer_fingerprint(lm.tokenizer))
+        info = describe()
+        info.setdefault("weights_fingerprint", weights_fingerprint(info["name"]))
+        cache[key] = ModelInfo(**info, tokenizer_fingerprint=tokenizer_fingerprint(lm.tokenizer))
     return cache[key]
 
 

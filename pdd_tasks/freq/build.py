@@ -2,9 +2,10 @@
 
 A build counts the documents of a list of :class:`~pdd_tasks.freq.sources.Source` units (sorted by
 name) in **parts** of ``docs_per_part`` documents. Every finished part is written at once, atomically,
-as its own table in a work directory (default ``<output>.parts/``); a rerun of the same command skips
-the finished parts (re-reading, not re-tokenizing, their documents), so an interrupted build loses
-at most the part in flight. At the end the parts are merged (:func:`merge_tables`) into the output
+as its own table in a work directory (default ``<output>.parts/``), with the SHA-256 of the texts it
+counted; a rerun of the same command skips the finished parts whose documents are unchanged
+(re-reading, not re-tokenizing, them), so an interrupted build loses at most the part in flight, and
+a file changed since is counted afresh from its first changed part. At the end the parts are merged (:func:`merge_tables`) into the output
 and the work directory is removed. The work directory holds a ``manifest.json`` of the settings; a
 rerun with other settings is refused rather than mixing counts.
 
@@ -16,6 +17,8 @@ the ``n`` shard tables gives exactly the counts of one build over everything (te
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import itertools
 import json
 import logging
@@ -45,7 +48,7 @@ from pdd_tasks.freq.tables import (
 )
 
 
-__all__ = ["BuildResumeError", "SHARD_BY", "build", "describe_sources"]
+__all__ = ["BuildResumeError", "SHARD_BY", "build", "describe_sources", "remove_work_dir"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +89,17 @@ def _empty_table(tokenizer: Any, fingerprint: str, name: str, cap: int | None, c
     )
 
 
+def remove_work_dir(work_dir: Path) -> None:
+    """Remove what a build wrote in ``work_dir`` (its manifest and parts), and the folder if that
+    leaves it empty; other files (a ``--work-dir`` the user shares with them) stay."""
+    if not work_dir.is_dir():
+        return
+    for path in [work_dir / _MANIFEST, *work_dir.glob("*.part[0-9][0-9][0-9][0-9][0-9].*")]:
+        path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        work_dir.rmdir()
+
+
 def _check_manifest(work_dir: Path, manifest: dict) -> None:
     path = work_dir / _MANIFEST
     if path.is_file():
@@ -104,10 +118,44 @@ def _check_manifest(work_dir: Path, manifest: dict) -> None:
     tmp.replace(path)
 
 
+class _Hashing:
+    """Passes texts through, keeping the SHA-256 of each (UTF-8); :meth:`digest` of the first ``n``
+    is the identity of the documents a part counted (the texts after the ``where`` filter)."""
+
+    def __init__(self, texts) -> None:
+        self.texts = iter(texts)
+        self.hashes: list[bytes] = []
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        text = next(self.texts)
+        self.hashes.append(hashlib.sha256(text.encode("utf-8")).digest())
+        return text
+
+    def digest(self, n: int) -> str:
+        return hashlib.sha256(b"".join(self.hashes[:n])).hexdigest()
+
+
+def documents_digest(texts, n: int) -> tuple[str, int]:
+    """:meth:`_Hashing.digest` of the next ``n`` of ``texts`` (consumed), and how many there were."""
+    hashing = _Hashing(itertools.islice(texts, n))
+    for _ in hashing:
+        pass
+    return hashing.digest(n), len(hashing.hashes)
+
+
 @dataclass
 class _PartCounter:
     """Counts the sources of one build into parts of ``docs_per_part`` documents, each saved in
-    ``work_dir`` as soon as it is finished, and finds the parts an interrupted run finished."""
+    ``work_dir`` as soon as it is finished, and finds the parts an interrupted run finished.
+
+    A part of a local file is keyed by the content it counted: beside it, ``<part>.json`` holds the
+    SHA-256 of its documents' texts; a rerun re-reads (does not re-tokenize) those documents and
+    reuses the part only where they are the same, so a file changed since (same name, other
+    content) is counted afresh from its first changed part. A Hub source's parts are keyed by its
+    name (dataset, files, revision) and its finished parts are not re-read."""
 
     work_dir: Path
     tokenizer_name: str
@@ -121,40 +169,87 @@ class _PartCounter:
     meter: Any
     document_stride: tuple[int, int] | None  # (shard_index, num_shards) when sharding by document
     resumed: int = 0
+    recounted: int = 0
 
     def part_path(self, position: int, source: Source, part: int) -> Path:
         return self.work_dir / f"{position:05d}-{_slug(source.name)}.part{part:05d}.npz"
 
-    def finished_parts(self, position: int, source: Source) -> tuple[list[FrequencyTable], bool]:
-        """The parts of ``source`` an earlier run finished, and whether they complete it."""
-        parts: list[FrequencyTable] = []
+    def texts(self, source: Source):
+        texts = source.texts()
+        if self.document_stride is not None:
+            texts = itertools.islice(texts, self.document_stride[0], None, self.document_stride[1])
+        return texts
+
+    def stored_parts(self, position: int, source: Source) -> list[tuple[FrequencyTable, str | None]]:
+        """The parts of ``source`` an earlier run finished, in order, each with the digest of the
+        documents it counted (None where not recorded)."""
+        parts = []
         while (path := self.part_path(position, source, len(parts))).is_file():
             table = FrequencyTable.load(path)
             if table.tokenizer_fingerprint != self.fingerprint:
                 raise BuildResumeError(f"{path} was counted with another tokenizer; remove {self.work_dir}")
-            parts.append(table)
-            self.resumed += 1
-            self.limits.used_documents += table.documents
-            self.limits.used_tokens += table.total_tokens
-            self.limits.used_text_bytes += table.text_bytes or 0
-            if table.documents < self.docs_per_part or self.limits.reached:
-                return parts, True
-        return parts, False
+            key = _key_path(path)
+            digest = json.loads(key.read_text(encoding="utf-8")).get("documents_sha256") if key.is_file() else None
+            parts.append((table, digest))
+            if table.documents < self.docs_per_part:
+                break
+        return parts
+
+    def take(self, table: FrequencyTable, sign: int = 1) -> None:
+        """Count a finished part's documents, tokens and bytes against the limits (``sign=-1``: undo)."""
+        self.resumed += sign
+        self.limits.used_documents += sign * table.documents
+        self.limits.used_tokens += sign * table.total_tokens
+        self.limits.used_text_bytes += sign * (table.text_bytes or 0)
 
     def count_source(self, position: int, source: Source) -> list[FrequencyTable]:
-        """The parts of ``source``: those finished before, then the rest counted (and saved)."""
-        parts, complete = self.finished_parts(position, source)
-        if complete or self.limits.reached:
+        """The parts of ``source``: those finished before (where their documents are unchanged),
+        then the rest counted (and saved)."""
+        stored = self.stored_parts(position, source)
+        parts: list[FrequencyTable] = []
+        texts = self.texts(source)
+        if source.kind != "file":  # Hub: trusted by name, skipped without reading when complete
+            for table, _ in stored:
+                parts.append(table)
+                self.take(table)
+                if table.documents < self.docs_per_part or self.limits.reached:
+                    return parts
+            for _ in itertools.islice(texts, sum(table.documents for table in parts)):
+                pass
+        else:
+            for table, digest in stored:
+                seen, n = documents_digest(texts, table.documents)
+                same = digest is not None and seen == digest and n == table.documents
+                if same:
+                    self.take(table)
+                    ends = table.documents < self.docs_per_part and not self.limits.reached
+                    if ends and next(texts, None) is not None:  # the file goes on past its old end
+                        self.take(table, -1)
+                        same = False
+                if not same:
+                    self.recounted += len(stored) - len(parts)
+                    logger.warning(
+                        "%s changed since its part %d was counted: counting it again from document %d",
+                        source.describe(),
+                        len(parts),
+                        sum(t.documents for t in parts),
+                    )
+                    texts = self.texts(source)
+                    for _ in itertools.islice(texts, sum(t.documents for t in parts)):
+                        pass
+                    break
+                parts.append(table)
+                if table.documents < self.docs_per_part or self.limits.reached:
+                    return parts
+        if self.limits.reached:
             return parts
         done_docs = sum(table.documents for table in parts)
-        texts = source.texts()
-        if self.document_stride is not None:
-            texts = itertools.islice(texts, self.document_stride[0], None, self.document_stride[1])
-        for _ in itertools.islice(texts, done_docs):  # skip what finished parts counted
-            pass
         while True:
-            table = self.count_part(itertools.islice(texts, self.docs_per_part), source, done_docs)
-            table.save(self.part_path(position, source, len(parts)))
+            hashing = _Hashing(itertools.islice(texts, self.docs_per_part))
+            table = self.count_part(hashing, source, done_docs)
+            path = self.part_path(position, source, len(parts))
+            _write_json(_key_path(path), {"documents_sha256": hashing.digest(table.documents)})
+            table.save(path)
             parts.append(table)
             done_docs += table.documents
             if table.documents < self.docs_per_part or self.limits.reached:
@@ -181,6 +276,17 @@ class _PartCounter:
             corpus=f"{source.describe()} documents {first_doc}-{first_doc + result.documents}",
             text_bytes=result.text_bytes,
         )
+
+
+def _key_path(part: Path) -> Path:
+    """The file beside a part that records the digest of the documents it counted."""
+    return part.with_name(part.name[: -len(".npz")] + ".json")
+
+
+def _write_json(path: Path, value: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(value), encoding="utf-8")
+    tmp.replace(path)
 
 
 def _default_corpus(ordered: Sequence[Source], shard_index: int, num_shards: int, shard_by: str, limits) -> str:
@@ -291,6 +397,8 @@ def build(
         bar.close()
     if counter.resumed:
         logger.info("resumed %d finished part(s) from %s", counter.resumed, work_dir)
+    if counter.recounted:
+        logger.warning("%d finished part(s) in %s were of changed input and counted again", counter.recounted, work_dir)
     if parts:
         table = merge_tables(parts, corpus=corpus)
     else:

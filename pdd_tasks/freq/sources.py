@@ -139,6 +139,11 @@ def _text_of(record: dict, text_field: str, where_label: str) -> str:
         ) from None
     if not isinstance(text, str):
         raise TableSourceError(f"{where_label}: field {text_field!r} is {type(text).__name__}, expected str")
+    if (surrogate := files.lone_surrogate(text)) is not None:
+        raise TableSourceError(
+            f"{where_label}: field {text_field!r} holds {surrogate}. Fix the escape or remove the character (or the "
+            f"record) in the corpus."
+        )
     return text
 
 

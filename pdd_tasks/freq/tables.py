@@ -58,6 +58,8 @@ __all__ = [
     "FrequencyTable",
     "FrequencyTableError",
     "FrequencyTableMismatchError",
+    "FrequencyTableNotFoundError",
+    "FrequencyTableOverflowError",
     "build_table",
     "cached_table_path",
     "default_table_path",
@@ -96,12 +98,35 @@ class FrequencyTableError(UserError):
     """A file is not a readable frequency table."""
 
 
+class FrequencyTableNotFoundError(FrequencyTableError, FileNotFoundError):
+    """A path given as a frequency table names no file (nothing there, or a folder)."""
+
+
 class EmptyFrequencyTableError(FrequencyTableError):
     """A table that counted no token (an empty corpus, a --where that matched nothing)."""
 
 
 class FrequencyTableMismatchError(UserError):
     """A frequency table was built with another tokenizer than the model's."""
+
+
+class FrequencyTableOverflowError(FrequencyTableError):
+    """Counts that would not fit an int64 (tables whose sum overflows)."""
+
+
+#: The largest count (and total) a table holds: its counts are int64.
+INT64_MAX = int(np.iinfo(np.int64).max)
+
+
+def exact_sum(counts: np.ndarray) -> int:
+    """The sum of non-negative int64 ``counts`` as a Python int, without the wrap-around of
+    ``counts.sum()`` past :data:`INT64_MAX` (exact Python ints where the sum might overflow)."""
+    counts = np.asarray(counts)
+    if not counts.size:
+        return 0
+    if int(counts.max()) <= INT64_MAX // counts.size:  # cannot overflow
+        return int(counts.sum())
+    return sum(counts.tolist())
 
 
 def tokenizer_fingerprint(tokenizer: Any) -> str:
@@ -186,8 +211,14 @@ class FrequencyTable:
             )
         if counts.size and counts.min() < 0:
             raise ValueError("counts must be non-negative")
-        if int(counts.sum()) != self.total_tokens:
-            raise ValueError(f"total_tokens={self.total_tokens} but counts sum to {int(counts.sum())}")
+        exact = exact_sum(counts)
+        if exact > INT64_MAX:
+            raise ValueError(
+                f"counts sum to {exact:,}, more than an int64 holds ({INT64_MAX:,}): the counts overflowed "
+                f"(a table added to itself too often, or a damaged file); build the table again"
+            )
+        if exact != self.total_tokens:
+            raise ValueError(f"total_tokens={self.total_tokens} but counts sum to {exact}")
         if self.format_version != FORMAT_VERSION:
             raise ValueError(
                 f"format_version {self.format_version} is not supported (this version of "
@@ -224,7 +255,13 @@ class FrequencyTable:
         """Share of the tokenizer's ids seen at least once (``count > 0``)."""
         return float(np.count_nonzero(self.counts)) / max(1, self.counts.size)
 
-    def check_matches(self, tokenizer_fingerprint: str, model_name: str) -> None:
+    def check_matches(
+        self,
+        tokenizer_fingerprint: str,
+        model_name: str,
+        tokenizer_size: int | None = None,
+        output_vocab_size: int | None = None,
+    ) -> None:
         """Raise :class:`FrequencyTableMismatchError` unless the table fits the model's tokenizer.
 
         Parameters
@@ -233,8 +270,32 @@ class FrequencyTable:
             :func:`tokenizer_fingerprint` of the model's tokenizer.
         model_name : str
             The model (or tokenizer) name, used in the error message.
+        tokenizer_size : int, optional
+            ``len(tokenizer)`` of the model's tokenizer: a table of the same fingerprint holds one
+            count per id, exactly this many (another number: an edited or damaged table).
+        output_vocab_size : int, optional
+            The size of the model's next-token distribution (|V| of DC-PDD Eq. 5): at least the
+            table's size (larger where the model pads its embeddings, e.g. Pythia; those ids get the
+            smoothed frequency of an unseen token).
         """
         if tokenizer_fingerprint == self.tokenizer_fingerprint:
+            fix = (
+                f"Build the table again with `lm-eval-pdd build-table --tokenizer {model_name} --input "
+                f"<corpus.jsonl.gz> --output <table.npz>`."
+            )
+            if tokenizer_size is not None and tokenizer_size != self.tokenizer_vocab_size:
+                raise FrequencyTableMismatchError(
+                    f"The DC-PDD frequency table holds {self.tokenizer_vocab_size} counts, but the tokenizer of "
+                    f"{model_name!r} (the same fingerprint {tokenizer_fingerprint[:16]}...) has {tokenizer_size} "
+                    f"ids: the table must hold one count per id of the tokenizer that counted it (an edited or "
+                    f"damaged table). {fix}"
+                )
+            if output_vocab_size is not None and output_vocab_size < self.tokenizer_vocab_size:
+                raise FrequencyTableMismatchError(
+                    f"The DC-PDD frequency table holds {self.tokenizer_vocab_size} counts, but the model "
+                    f"{model_name!r} gives a next-token distribution over {output_vocab_size} ids: the table is "
+                    f"for a larger vocabulary than the model's. {fix}"
+                )
             return
         raise FrequencyTableMismatchError(
             f"The DC-PDD frequency table was built with tokenizer {self.tokenizer_name!r} "
@@ -292,17 +353,20 @@ class FrequencyTable:
 
         Raises
         ------
-        FileNotFoundError
-            If ``path`` does not exist.
+        FrequencyTableNotFoundError
+            If ``path`` does not exist or is a folder (a :class:`FrequencyTableError` and a
+            ``FileNotFoundError``).
         FrequencyTableError
             If the file is not a frequency table or has an unsupported ``format_version``.
         """
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(
-                f"frequency table {str(path)!r} not found; build one with "
-                f"`lm-eval-pdd build-table --tokenizer <model> --input <corpus.jsonl.gz> "
-                f"--output <table.npz>`"
+            where = "" if path.is_absolute() else f" (looked at {path.absolute()})"
+            problem = "is a folder, not a table file" if path.is_dir() else "not found"
+            raise FrequencyTableNotFoundError(
+                f"frequency table {str(path)!r} {problem}{where}. Give the path of a table's .npz file "
+                f"(`lm-eval-pdd inspect-table <table.npz>` shows one), or build one with "
+                f"`lm-eval-pdd build-table --tokenizer <model> --input <corpus.jsonl.gz> --output <table.npz>`"
             )
         not_a_table = (
             f"{str(path)!r} is not an lm-eval-pdd frequency table (expected an .npz written by "
@@ -692,8 +756,23 @@ def merge_tables(tables: Sequence[FrequencyTable], corpus: str | None = None) ->
                 f"kind {first.counts_from!r} (table 0)"
             )
     counts = np.zeros(first.tokenizer_vocab_size, dtype=np.int64)
-    for table in tables:
+    for index, table in enumerate(tables):
+        room = INT64_MAX - counts
+        over = np.flatnonzero(table.counts > room)
+        if over.size:
+            token = int(over[0])
+            raise FrequencyTableOverflowError(
+                f"merging overflows: the count of token id {token} would be {int(counts[token]) + int(table.counts[token]):,} "
+                f"after table {index}, more than an int64 holds ({INT64_MAX:,}). The tables cannot be added "
+                f"(one of them merged into the others already, or damaged?); merge fewer tables or build again."
+            )
         counts += table.counts
+    if exact_sum(counts) > INT64_MAX:
+        raise FrequencyTableOverflowError(
+            f"merging overflows: the {len(tables)} tables count {exact_sum(counts):,} tokens together, more than "
+            f"an int64 holds ({INT64_MAX:,}). The tables cannot be added (one of them merged into the others "
+            f"already, or damaged?); merge fewer tables or build again."
+        )
     if corpus is None:
         corpus = " + ".join(dict.fromkeys(table.corpus for table in tables))
     byte_sizes = [table.text_bytes for table in tables]

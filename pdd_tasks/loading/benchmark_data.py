@@ -42,11 +42,18 @@ _LABEL_TEXTS = {"0": 0, "1": 1}
 
 
 def check_text_value(text, where: str, text_field: str) -> None:
-    """A text must be a string (a number or a list in the text field is a :class:`DatasetError`)."""
+    """A text must be a string (a number or a list in the text field is a :class:`DatasetError`) of
+    valid Unicode: a lone surrogate (JSON ``"\\ud800"`` without its pair, e.g. a text cut inside an
+    emoji) cannot be stored, tokenized or written back as UTF-8, so it is refused with the row."""
     if text is not None and not isinstance(text, str):
         raise DatasetError(
             f"{where}: field {text_field!r} holds {type(text).__name__} {text!r}, not a text. Name the field that "
             f'holds the texts with --metadata \'{{"text_field": "..."}}\', or quote the values as strings.'
+        )
+    if text is not None and (surrogate := files.lone_surrogate(text)) is not None:
+        raise DatasetError(
+            f"{where}: field {text_field!r} holds {surrogate}. Fix the escape or remove the character (or the "
+            f"row) in the file."
         )
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "DatasetError",
     "is_data_file",
     "is_gzipped",
+    "lone_surrogate",
     "iter_json_lines",
     "iter_jsonl_records",
     "iter_parquet_records",
@@ -54,6 +55,21 @@ _BOM = "\ufeff"
 
 class DatasetError(UserError):
     """A data file cannot be read, or its rows are not what the task needs."""
+
+
+def lone_surrogate(text: str) -> str | None:
+    """Where ``text`` holds a lone surrogate (a JSON ``\\ud800`` escape without its pair, e.g. a text
+    cut inside an emoji: not valid Unicode, so it cannot be encoded as UTF-8, stored by pyarrow or
+    tokenized), a phrase saying which and where, for a message; else None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        before = text[max(0, error.start - 20) : error.start]
+        return (
+            f"a lone surrogate {text[error.start]!r} at character {error.start} (after {before!r}), which is not "
+            f"valid Unicode (a JSON \\uD800-\\uDFFF escape without its pair, e.g. a text cut inside an emoji)"
+        )
+    return None
 
 
 def is_gzipped(path: str | Path) -> bool:

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from pdd_tasks.backends.base import ContextLimit, PerTokenRequest, encode_text
+from pdd_tasks.backends.base import ContextLimit, PerTokenRequest, encode_text, model_files_fingerprint
 from pdd_tasks.backends.token_stats import position_stats
 from pdd_tasks.errors import UserError
 from pdd_tasks.paths import pdd_home
@@ -54,8 +54,6 @@ CACHE_KIND = "lm-eval-pdd/small-ref-cache"
 CACHE_FORMAT = 1
 #: Bumped when the way a text is scored changes, so old cache entries are not reused.
 SCORING_VERSION = "start-token-v1"
-#: Files of a model directory that go into its fingerprint.
-_MODEL_FILE_SUFFIXES = (".json", ".safetensors", ".bin", ".pt", ".pth", ".model", ".txt", ".tiktoken")
 
 
 class ReferenceModelError(UserError):
@@ -110,26 +108,42 @@ def model_directory(name: str) -> Path:
 
 
 def reference_fingerprint(directory: Path, dtype: str) -> str:
-    """SHA-256 identity of a reference model as it scores: its files and the dtype.
-
-    Every top-level file of the directory with a model suffix (config, tokenizer files, weights)
-    counts by name and content identity: in the hub cache a file is a link to a blob named by its
-    content hash, which is used; a plain file counts by size and modification time (hashing the
-    weights would cost a full read per run). Re-saving or fine-tuning a model in place therefore
-    gives a new fingerprint (its old cache entries are not reused); copying a directory does too
-    (a cache miss, never a wrong hit).
+    """SHA-256 identity of a reference model as it scores: its files and the dtype
+    (:func:`pdd_tasks.backends.base.model_files_fingerprint`, the identity the target's answers
+    carry too). Re-saving or fine-tuning a model in place therefore gives a new fingerprint (its old
+    cache entries are not reused); copying a directory does too (a cache miss, never a wrong hit).
     """
-    parts = [f"scoring={SCORING_VERSION}", f"dtype={dtype}"]
-    for path in sorted(directory.iterdir()):
-        if not path.is_file() or not path.name.endswith(_MODEL_FILE_SUFFIXES):
-            continue
-        if path.is_symlink():
-            identity = f"blob={path.resolve().name}"
-        else:
-            stat = path.stat()
-            identity = f"size={stat.st_size},mtime_ns={stat.st_mtime_ns}"
-        parts.append(f"{path.name}:{identity}")
-    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()
+    return model_files_fingerprint(directory, [f"scoring={SCORING_VERSION}", f"dtype={dtype}"])
+
+
+def check_causal_lm(config, name: str, directory: Path) -> None:
+    """Refuse a reference model that is not a causal LM (a masked LM such as BERT, an encoder-decoder):
+    ``AutoModelForCausalLM`` would load e.g. a ``BertForMaskedLM`` as ``BertLMHeadModel``, whose
+    left-to-right log-probs are those of an untrained head, and Small-Ref would report a number.
+
+    The config's ``architectures`` (what the model was saved as) must hold a class that transformers
+    lists as a causal LM (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``, e.g. ``GPT2LMHeadModel``,
+    ``LlamaForCausalLM``); a config without ``architectures`` must have a ``model_type`` of that list
+    that is not an encoder's (BERT, RoBERTa and the like save ``architectures``)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    causal = {n for v in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values() for n in ((v,) if isinstance(v, str) else v)}
+    architectures = list(getattr(config, "architectures", None) or [])
+    model_type = getattr(config, "model_type", None)
+    if architectures:
+        if any(arch in causal or arch.endswith(("ForCausalLM", "LMHeadModel")) for arch in architectures):
+            return
+        what = f"a {' / '.join(architectures)} (model type {model_type!r})"
+    elif model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not getattr(config, "is_encoder_decoder", False):
+        return
+    else:
+        what = f"a model of type {model_type!r} without `architectures` in its config.json"
+    raise ReferenceModelError(
+        f"metadata small_ref_model={name!r}: {directory} holds {what}, not a causal LM. Small-Ref compares the "
+        f"target's log-probs with a reference causal LM's left-to-right log-probs; a masked LM (BERT, RoBERTa) or "
+        f"an encoder-decoder gives none. Give a causal LM (a class ending in ForCausalLM or LMHeadModel, e.g. a "
+        f"small model of the target's family such as EleutherAI/pythia-70m), or drop small_ref_model."
+    )
 
 
 def default_cache_path(name: str, fingerprint: str) -> Path:
@@ -245,6 +259,7 @@ class ReferenceScores:
                 f"load ({type(error).__name__}: {str(error)[:300]}). Give the directory of a model saved with "
                 f"save_pretrained (config.json, weights, tokenizer files)."
             ) from None
+        check_causal_lm(self.config, self.name, self.directory)
         from lm_eval.models.utils import resolve_max_length
 
         self.window = resolve_max_length(self.config, self.tokenizer, default=2048)

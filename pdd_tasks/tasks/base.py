@@ -21,9 +21,14 @@ import numpy as np
 from lm_eval.api.task import ConfigurableTask
 
 from pdd_tasks import lm_eval_patches
-from pdd_tasks.backends.base import ModelInfo, PerTokenRequest, TokenScores
+from pdd_tasks.backends.base import ModelInfo, PerTokenRequest, TokenScores, weights_fingerprint
 from pdd_tasks.errors import UserError
-from pdd_tasks.freq.tables import FrequencyTable, find_table, tokenizer_fingerprint
+from pdd_tasks.freq.tables import (
+    FrequencyTable,
+    FrequencyTableNotFoundError,
+    find_table,
+    tokenizer_fingerprint,
+)
 from pdd_tasks.loading.benchmark_data import DataSpec, load_benchmark
 from pdd_tasks.registry import (
     METHODS,
@@ -50,13 +55,8 @@ def metric_list(methods: tuple[str, ...]) -> list[dict]:
 @functools.lru_cache(maxsize=8)
 def _fingerprint_of(tokenizer_name: str) -> str | None:
     """Fingerprint of a tokenizer by name or path, or None where it cannot be loaded here."""
-    try:
-        from transformers import AutoTokenizer
-
-        return tokenizer_fingerprint(AutoTokenizer.from_pretrained(tokenizer_name))
-    except Exception as error:  # offline hub name, GGUF-only directory, ...: checked later instead
-        logger.debug("Could not load tokenizer %r for the early table check: %s", tokenizer_name, error)
-        return None
+    tokenizer = _tokenizer(tokenizer_name)  # None: an offline hub name, a GGUF-only directory, ...
+    return None if tokenizer is None else tokenizer_fingerprint(tokenizer)
 
 
 class BackendWithoutTokenLogprobs(RuntimeError):
@@ -79,6 +79,22 @@ def _same_model(expected: str, name: str) -> bool:
     if left.exists() and right.exists():
         return left.resolve() == right.resolve()
     return expected.rstrip("/").split("/")[-1] == name.rstrip("/").split("/")[-1]
+
+
+@functools.lru_cache(maxsize=8)
+def _output_vocab_size(model_name: str) -> int | None:
+    """The size of the next-token distribution of the HF model ``model_name`` (its config's
+    ``vocab_size``), or None where its config cannot be read here (checked when scoring instead)."""
+    try:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(model_name)
+        config = config.get_text_config() if hasattr(config, "get_text_config") else config
+        size = getattr(config, "vocab_size", None)
+        return int(size) if isinstance(size, int) and size > 0 else None
+    except Exception as error:  # a GGUF file, an offline hub name, ...
+        logger.debug("Could not read the config of %r for the early table check: %s", model_name, error)
+        return None
 
 
 @functools.lru_cache(maxsize=4)
@@ -105,6 +121,12 @@ def scored_prefix(text: str, token_ids: np.ndarray, tokenizer) -> str:
     except (NotImplementedError, KeyError, TypeError, ValueError):  # a slow tokenizer: no offsets
         pass
     return tokenizer.decode(token_ids.tolist())
+
+
+def _described(model: ModelInfo) -> str:
+    """A model's identity in a message: name, tokenizer and weights fingerprints (12 digits)."""
+    weights = f", weights {model.weights_fingerprint[:12]}" if model.weights_fingerprint else ""
+    return f"{model.name}, tokenizer {model.tokenizer_fingerprint[:12]}{weights}"
 
 
 class MembershipInferenceTask(ConfigurableTask):
@@ -276,15 +298,24 @@ class MembershipInferenceTask(ConfigurableTask):
         expected = self.config.metadata.get("pretrained") or self.config.metadata.get("model")
         if first is not None:
             raise AnswersFromAnotherModel(
-                f"{self.config.task}: the per-token answers come from two models ({first.name}, tokenizer "
-                f"{first.tokenizer_fingerprint[:12]}; and {model.name}, tokenizer {model.tokenizer_fingerprint[:12]}). "
-                f"A --use_cache file written by another model answered part of this run: use a cache file per model."
+                f"{self.config.task}: the per-token answers come from two models ({_described(first)}; and "
+                f"{_described(model)}). A --use_cache file written by another model (or by other weights at the "
+                f"same path) answered part of this run: use a cache file per model, or delete the cache file."
             )
         if isinstance(expected, str) and not _same_model(expected, model.name):
             raise AnswersFromAnotherModel(
                 f"{self.config.task}: the per-token answers were computed by {model.name} ({model.backend}), but "
                 f"this run's model is {expected}. A --use_cache file written by another model answered this run; "
                 f"use a cache file per model (e.g. --use_cache cache/<model name>) or delete the cache file."
+            )
+        now = weights_fingerprint(expected) if isinstance(expected, str) and model.weights_fingerprint else None
+        if now is not None and now != model.weights_fingerprint:
+            raise AnswersFromAnotherModel(
+                f"{self.config.task}: the per-token answers were computed by {model.name} with other weights "
+                f"(files fingerprint {model.weights_fingerprint[:12]}) than the files at {expected} now "
+                f"({now[:12]}): the model was replaced or re-saved since a --use_cache file answered this run. "
+                f"Delete that cache file, or give the new weights a --use_cache path of their own "
+                f"(e.g. --use_cache cache/<model name>-v2)."
             )
         self._answering_model = model
 
@@ -331,12 +362,33 @@ class MembershipInferenceTask(ConfigurableTask):
         is known here for HF models given by name or path. Where the tokenizer cannot be loaded from
         that name, the same check runs when the first text is scored.
         """
+        named = self.load_named_table()
         name = metadata.get("tokenizer") or metadata.get("pretrained")
         if not isinstance(name, str):
             return
         fingerprint = _fingerprint_of(name)
         if fingerprint is not None:
-            FrequencyTable.load(self.freq_table_path(fingerprint)).check_matches(fingerprint, name)
+            tokenizer = _tokenizer(name)
+            pretrained = metadata.get("pretrained")
+            (named or FrequencyTable.load(self.freq_table_path(fingerprint))).check_matches(
+                fingerprint,
+                name,
+                tokenizer_size=len(tokenizer) if tokenizer is not None else None,
+                output_vocab_size=_output_vocab_size(pretrained) if isinstance(pretrained, str) else None,
+            )
+
+    def load_named_table(self) -> FrequencyTable | None:
+        """The table metadata ``freq_table`` names (None where it names none), read as the task is
+        built: a path to nothing or to a folder is refused then, naming the key and the fix."""
+        if not self.settings.freq_table:
+            return None
+        try:
+            return FrequencyTable.load(self.settings.freq_table)
+        except FrequencyTableNotFoundError as error:
+            raise FrequencyTableNotFoundError(
+                f"{self.config.task}: metadata freq_table: {error}; then pass it with "
+                f'`--metadata \'{{"freq_table": "<table.npz>"}}\'`.'
+            ) from None
 
     def reference_log_frequencies(self, model: ModelInfo) -> np.ndarray:
         """log f(v) of DC-PDD Eq. 5 for the model's vocabulary, from the configured table (once)."""
@@ -345,7 +397,7 @@ class MembershipInferenceTask(ConfigurableTask):
             path = self.freq_table_path(fingerprint)
             source = "metadata freq_table" if self.settings.freq_table else find_table(fingerprint)[1]
             table = FrequencyTable.load(path)
-            table.check_matches(fingerprint, model.name)
+            table.check_matches(fingerprint, model.name, output_vocab_size=model.vocab_size)
             self._log_reference_freq = table.log_frequencies(model.vocab_size)
             used = {
                 "path": str(path),

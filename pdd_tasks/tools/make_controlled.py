@@ -117,6 +117,15 @@ def _start_token_id(tokenizer) -> int:
     return int(token_id)
 
 
+def model_context(model, tokenizer, default: int) -> int:
+    """The model's context in tokens: its config's ``n_positions`` / ``max_position_embeddings`` /
+    ``n_ctx`` (of the text config, where nested), else the tokenizer's ``model_max_length``, else
+    ``default`` (lm-eval's ``resolve_max_length``, as the HF backend resolves it)."""
+    from lm_eval.models.utils import resolve_max_length
+
+    return resolve_max_length(getattr(model, "config", None), tokenizer, default=default)
+
+
 def tuned_copy(base_model: str | Path, texts: list[str], settings: TuningSettings, progress: bool = True):
     """``base_model`` loaded in float32 and fine-tuned on ``texts`` (:func:`fine_tune`); returns the model,
     its tokenizer and the training statistics (with ``seconds``)."""
@@ -133,16 +142,21 @@ def tuned_copy(base_model: str | Path, texts: list[str], settings: TuningSetting
 
 
 def fine_tune(model, tokenizer, texts: list[str], settings: TuningSettings, progress: bool = True) -> dict:
-    """Causal-LM training on ``texts`` (each after the start token), in place; returns statistics."""
+    """Causal-LM training on ``texts`` (each after the start token), in place; returns statistics.
+
+    Each training text (its start token included) is cut at ``settings.max_tokens`` or at the model's
+    context (:func:`model_context`), whichever is shorter: a longer one would index past the model's
+    position embeddings."""
     import torch
     from tqdm import tqdm
 
     start = _start_token_id(tokenizer)
+    longest = min(settings.max_tokens, model_context(model, tokenizer, settings.max_tokens))
     encoded, cut = [], 0
     for text in texts:
         ids = [start] + tokenizer(text, add_special_tokens=False).input_ids
-        cut += len(ids) > settings.max_tokens
-        encoded.append(ids[: settings.max_tokens])
+        cut += len(ids) > longest
+        encoded.append(ids[:longest])
     generator = torch.Generator().manual_seed(settings.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else start
@@ -177,6 +191,7 @@ def fine_tune(model, tokenizer, texts: list[str], settings: TuningSettings, prog
         "steps": len(losses),
         "trained_tokens": tokens,
         "texts_cut": cut,
+        "max_tokens_used": longest,
         "first_loss": losses[0],
         "last_loss": losses[-1],
     }

@@ -325,7 +325,7 @@ def _counted_nothing(table, args: argparse.Namespace) -> str | None:
 
 
 def run_build_table(args: argparse.Namespace) -> int:
-    from pdd_tasks.freq.build import BuildResumeError
+    from pdd_tasks.freq.build import BuildResumeError, remove_work_dir
     from pdd_tasks.freq.sources import TableSourceError
     from pdd_tasks.freq.tables import FrequencyTableError
 
@@ -345,6 +345,8 @@ def run_build_table(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     empty = _counted_nothing(table, args)
     if empty:
+        if work_dir is not None:  # nothing to resume from, and its manifest would refuse a corrected rerun
+            remove_work_dir(work_dir)
         _err(f"lm-eval-pdd {command}: {empty}")
         return 1
     status = _finish(table, args.output, args.install, args.force, command)
@@ -499,7 +501,15 @@ def run_inspect_table(args: argparse.Namespace) -> int:
     ]
     if tokenizer is not None:
         fingerprint = tokenizer_fingerprint(tokenizer)
-        verdict = "matches" if fingerprint == table.tokenizer_fingerprint else "DOES NOT MATCH"
+        if fingerprint != table.tokenizer_fingerprint:
+            verdict = "DOES NOT MATCH"
+        elif len(tokenizer) != table.tokenizer_vocab_size:
+            verdict = (
+                f"DOES NOT MATCH: the same fingerprint, but the tokenizer has {len(tokenizer)} ids and the table "
+                f"{table.tokenizer_vocab_size} counts"
+            )
+        else:
+            verdict = "matches"
         lines.append(f"--tokenizer {args.tokenizer}: fingerprint {fingerprint} ({verdict})")
     top = max(0, min(args.top, table.counts.size))
     if top:
