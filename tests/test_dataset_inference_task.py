@@ -5,12 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import (
-    read_results,
-    read_samples,
-    run_lm_eval,
-    tasks_path,
-)
+from conftest import cpu_float32, harness_args, read_results, read_samples, run_lm_eval
 
 from pdd_metrics import dataset_inference_test
 from pdd_tasks.registry import DEFAULT_METHODS
@@ -23,28 +18,10 @@ def run_custom(model_dir, table, out, suspect, reference, **metadata):
         files[name] = out.parent / f"{name}.jsonl"
         files[name].write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
     meta = {"data_files": str(files["suspect"]), "reference_files": str(files["reference"]), "freq_table": str(table)}
-    run_lm_eval(
-        [
-            "--model",
-            "hf",
-            "--model_args",
-            f"pretrained={model_dir},dtype=float32",
-            "--device",
-            "cpu",
-            "--include_path",
-            tasks_path(),
-            "--tasks",
-            "pdd_custom",
-            "--batch_size",
-            "8",
-            "--metadata",
-            json.dumps({**meta, **metadata}),
-            "--output_path",
-            str(out),
-            "--log_samples",
-        ],
-        cwd=out.parent,
+    args = harness_args(
+        cpu_float32(model_dir), "pdd_custom", out, device="cpu", batch_size=8, metadata={**meta, **metadata}
     )
+    run_lm_eval(args, cwd=out.parent)
     return read_results(out)["results"]["pdd_custom"]
 
 

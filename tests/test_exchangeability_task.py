@@ -14,6 +14,8 @@ import pytest
 from conftest import (
     REPO,
     build_tiny_model,
+    cpu_float32,
+    harness_args,
     read_results,
     read_samples,
     run_lm_eval,
@@ -41,29 +43,11 @@ def write_jsonl(path, texts):
 
 def run_exchangeability(model_dir, out, metadata, check=True, cwd=None):
     out.parent.mkdir(parents=True, exist_ok=True)
-    return run_lm_eval(
-        [
-            "--model",
-            "hf",
-            "--model_args",
-            f"pretrained={model_dir},dtype=float32",
-            "--device",
-            "cpu",
-            "--include_path",
-            tasks_path(),
-            "--tasks",
-            "pdd_exchangeability",
-            "--batch_size",
-            "16",
-            "--metadata",
-            json.dumps({"num_shards": SHARDS, "permutations": PERMUTATIONS, **metadata}),
-            "--output_path",
-            str(out),
-            "--log_samples",
-        ],
-        cwd=cwd or out.parent,
-        check=check,
+    metadata = {"num_shards": SHARDS, "permutations": PERMUTATIONS, **metadata}
+    args = harness_args(
+        cpu_float32(model_dir), "pdd_exchangeability", out, device="cpu", batch_size=16, metadata=metadata
     )
+    return run_lm_eval(args, cwd=cwd or out.parent, check=check)
 
 
 def metrics(out) -> dict:
