@@ -22,6 +22,10 @@ message naming the fault when the server cannot give correct prompt log-probs: n
 (chat-only APIs), prompts given as token ids refused, or log-probs that do not belong to the
 position they are reported at (llama-cpp-python's stock server shifts them by one position,
 abetlen/llama-cpp-python#1983). A broken server never yields a table of chance-level numbers.
+:func:`check_context` refuses a client ``max_length`` above the context the server reports
+(``max_model_len`` in ``/v1/models``); a request that fails later is named with its document, as a
+too-long prompt (the server's context error) or a server that stopped answering (resume with
+``--use_cache``), by :func:`_request_failed`.
 
 Every other request of the run goes to the stock method unchanged. The chat-completions clients
 cannot give prompt log-probs at all: :func:`refuse_chat_completions` says so (patch
