@@ -344,6 +344,27 @@ def test_limit_that_cuts_the_reference_set_is_named(tiny_model, table_args, tmp_
     assert "only 2 reference texts were scored (--limit?): too few for target_fpr=0.05" in few.stderr
 
 
+def test_limit_zero_is_refused_before_requests_are_built(tiny_model, table_args, tmp_path):
+    data = write_jsonl(tmp_path / "t.jsonl", labelled())
+    process = lm_eval_custom(tiny_model, data, tmp_path / "out", table_args, extra=["--limit", "0"], check=False)
+    assert_refused(process, "RunOptionError", "pdd_custom: --limit 0 scores no document", "Remove --limit")
+
+
+@pytest.mark.parametrize(
+    "extra, flag",
+    [
+        (["--apply_chat_template"], "--apply_chat_template"),
+        (["--system_instruction", "Answer briefly."], "--system_instruction"),
+    ],
+    ids=["chat-template", "system-instruction"],
+)
+def test_a_chat_template_or_system_instruction_is_refused_naming_the_flag(tiny_model, table_args, tmp_path, extra, flag):  # fmt: skip
+    data = write_jsonl(tmp_path / "t.jsonl", labelled())
+    process = lm_eval_custom(tiny_model, data, tmp_path / "out", table_args, extra=extra, check=False)
+    assert_refused(process, "RunOptionError", f"pdd_custom: {flag} cannot be used with a pdd task", f"Remove {flag}")
+    assert "Scoring texts" not in process.stderr
+
+
 def test_labels_and_reference_files_together_are_refused(tiny_model, tmp_path):
     data = write_jsonl(tmp_path / "t.jsonl", labelled())
     process = lm_eval_custom(tiny_model, data, tmp_path / "out", {"reference_files": str(data)}, check=False)

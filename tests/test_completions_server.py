@@ -17,6 +17,7 @@ import math
 import numpy as np
 import pytest
 from completions_support import (
+    N_CTX,
     completions_model_args,
     default_model,
     server_stats,
@@ -133,7 +134,12 @@ def make_client(url, model_dir, **kwargs):
 
     lm_eval_patches.apply()
     return LocalCompletionsAPI(
-        model="smollm2", base_url=url, tokenizer=str(model_dir), tokenizer_backend="huggingface", **kwargs
+        model="smollm2",
+        base_url=url,
+        tokenizer=str(model_dir),
+        tokenizer_backend="huggingface",
+        max_length=N_CTX,  # the server's context (a larger max_length is refused)
+        **kwargs,
     )
 
 

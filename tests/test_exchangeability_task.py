@@ -170,6 +170,18 @@ def test_bad_settings_are_refused(metadata, message):
         ExchangeabilitySettings.from_metadata(metadata)
 
 
+def test_a_pdd_task_as_source_task_is_refused(tiny_model, tmp_path):
+    process = run_exchangeability(
+        tiny_model,
+        tmp_path / "out",
+        {"source_task": "pdd_wikimia_32", "source_include_path": tasks_path()},
+        check=False,
+    )
+    assert process.returncode == 1 and "Traceback" not in process.stderr, process.stderr[-3000:]
+    for fragment in ("ExchangeabilityError", "source_task 'pdd_wikimia_32' is a pdd task", '"source_task": "arc_easy"', "data_files"):  # fmt: skip
+        assert fragment in process.stderr, process.stderr[-3000:]
+
+
 def test_unknown_source_task_names_the_include_path_setting():
     from pdd_tasks.tasks.exchangeability import ExchangeabilityError, examples_from_task
 

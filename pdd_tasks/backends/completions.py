@@ -22,6 +22,10 @@ message naming the fault when the server cannot give correct prompt log-probs: n
 (chat-only APIs), prompts given as token ids refused, or log-probs that do not belong to the
 position they are reported at (llama-cpp-python's stock server shifts them by one position,
 abetlen/llama-cpp-python#1983). A broken server never yields a table of chance-level numbers.
+:func:`check_context` refuses a client ``max_length`` above the context the server reports
+(``max_model_len`` in ``/v1/models``); a request that fails later is named with its document, as a
+too-long prompt (the server's context error) or a server that stopped answering (resume with
+``--use_cache``), by :func:`_request_failed`.
 
 Every other request of the run goes to the stock method unchanged. The chat-completions clients
 cannot give prompt log-probs at all: :func:`refuse_chat_completions` says so (patch
@@ -33,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -74,6 +79,14 @@ GOOD_SERVERS = (
 
 class ServerCheckError(UserError, RuntimeError):
     """The completions server cannot give correct prompt log-probs; the message names the fault."""
+
+
+class ServerContextError(UserError):
+    """The client's ``max_length`` exceeds the server's context; the message names both numbers."""
+
+
+class ServerFailedError(UserError, RuntimeError):
+    """The server stopped answering mid-run; the message names the request and how to resume."""
 
 
 @dataclass(frozen=True)
@@ -168,6 +181,63 @@ def api_model_info(lm, k: int) -> ModelInfo:
     return cached_model_info(lm, k, describe)
 
 
+def _models_url(lm) -> str:
+    """The ``/v1/models`` address next to the client's ``base_url`` (``.../v1/completions``)."""
+    base = str(lm.base_url).rstrip("/")
+    return (base[: -len("/completions")] if base.endswith("/completions") else base) + "/models"
+
+
+def server_context(lm) -> int | None:
+    """The context length (tokens) the server says it serves, or None where it does not say.
+
+    Read once per client from ``GET /v1/models``: the served model's ``max_model_len`` (vLLM's
+    ``vllm serve`` and lm-eval-pdd's ``gguf_server`` report it; llama.cpp's ``llama-server`` and
+    hosted APIs do not). Any failure to read it is None: the server's own context-length error is
+    then translated when a prompt is too long (:func:`_request_failed`).
+    """
+    if "_pdd_server_context" not in lm.__dict__:
+        import requests
+
+        context = None
+        try:
+            response = requests.get(
+                _models_url(lm), headers=lm.header, verify=lm.verify_certificate, timeout=min(lm.timeout, 30)
+            )
+            entries = response.json().get("data") if response.ok else None
+            if isinstance(entries, list):
+                named = [e for e in entries if isinstance(e, dict) and e.get("id") == lm.model] or entries[:1]
+                value = named[0].get("max_model_len") if named and isinstance(named[0], dict) else None
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    context = value
+        except Exception as error:  # noqa: BLE001 - an unreadable /v1/models: the context stays unknown
+            logger.debug("Could not read the context length from %s: %s", _models_url(lm), error)
+        lm.__dict__["_pdd_server_context"] = context
+    return lm.__dict__["_pdd_server_context"]
+
+
+def _max_length_setting(lm) -> int:
+    """The ``max_length`` of ``--model_args`` (lm-eval's client keeps one token less for the prompt)."""
+    return lm.max_length + 1
+
+
+def check_context(lm) -> None:
+    """Refuse a client ``max_length`` above the context the server reports (before anything is scored).
+
+    Raises:
+        ServerContextError: ``max_length`` (from ``--model_args``, lm-eval's default 2048 when not given)
+            is larger than the server's ``max_model_len``.
+    """
+    context = server_context(lm)
+    if context is not None and _max_length_setting(lm) > context:
+        raise ServerContextError(
+            f"--model {_backend_name(lm)}: max_length is {_max_length_setting(lm)} tokens (--model_args "
+            f"max_length; lm-eval's default is 2048 when it is not given), but the server at {lm.base_url} serves "
+            f"a context of {context} tokens (max_model_len in its /v1/models), so texts longer than the server's "
+            f"context would be sent and refused. Pass --model_args ...,max_length={context} (or start the server "
+            f"with a larger context)."
+        )
+
+
 def _context_limit(lm) -> ContextLimit:
     """How many text tokens fit a prompt: the client's ``max_length`` already keeps one token for the
     generated one, and the start token takes another."""
@@ -189,7 +259,7 @@ def _payload(lm, prompts: list[list[int]], k: int) -> dict:
 
 def _post(lm, payload: dict, retries: bool = True) -> dict:
     import requests
-    from tenacity import retry, stop_after_attempt, wait_exponential
+    from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
     def send():
         response = requests.post(
@@ -203,8 +273,21 @@ def _post(lm, payload: dict, retries: bool = True) -> dict:
     if not retries:
         return send()
     return retry(
-        stop=stop_after_attempt(lm.max_retries), wait=wait_exponential(multiplier=0.5, min=1, max=10), reraise=True
+        stop=stop_after_attempt(lm.max_retries),
+        wait=wait_exponential(multiplier=0.5, min=1, max=10),
+        retry=retry_if_exception(_worth_retrying),
+        reraise=True,
     )(send)()
+
+
+def _worth_retrying(error: BaseException) -> bool:
+    """A refusal of the request itself (HTTP 4xx but 408 and 429) is answered the same every time."""
+    import requests
+
+    if isinstance(error, requests.HTTPError) and error.response is not None:
+        status = error.response.status_code
+        return not (400 <= status < 500) or status in (408, 429)
+    return True
 
 
 def _choices(response: dict, expected: int) -> list[dict]:
@@ -458,14 +541,70 @@ def token_scores_from_choice(
     )
 
 
-def _answer_batch(lm, batch: list[EncodedText], cuts: list[int], k: int, info: ModelInfo) -> list[TokenScores]:
-    """One HTTP request for a batch of prompts (``logprobs`` = k); each text's values from its choice."""
+def _answer_batch(
+    lm, batch: list[EncodedText], cuts: list[int], k: int, info: ModelInfo, requests: list[PerTokenRequest]
+) -> list[TokenScores]:
+    """One HTTP request for a batch of prompts (``logprobs`` = k); each text's values from its choice.
+    ``requests``: the group the batch's items index into (named when the request fails)."""
+    import requests as http
+
     prompts = [item.context + item.tokens for item in batch]
-    response = _post(lm, _payload(lm, prompts, k))
+    try:
+        response = _post(lm, _payload(lm, prompts, k))
+    except http.RequestException as error:
+        raise _request_failed(lm, error, [requests[item.index] for item in batch], prompts) from error
     return [
         token_scores_from_choice(choice, prompt, len(item.context), info, cut)
         for item, prompt, cut, choice in zip(batch, prompts, cuts, _choices(response, len(batch)), strict=True)
     ]
+
+
+#: How servers word a prompt longer than their context (vLLM and OpenAI, gguf_server; llama.cpp's server).
+_CONTEXT_ERROR = re.compile(r"maximum context length|context size|context length|n_ctx", re.IGNORECASE)
+_CONTEXT_NUMBER = re.compile(r"maximum context length is (\d+)", re.IGNORECASE)
+
+
+def _request_failed(lm, error, failed: list[PerTokenRequest], prompts: list[list[int]]) -> UserError:
+    """What a failed scoring request tells the user: a prompt longer than the server's context
+    (:class:`ServerContextError`, with ``max_length`` and the server's number), or a server that stopped
+    answering (:class:`ServerFailedError`, naming the documents and how to resume with ``--use_cache``)."""
+    first = failed[0]
+    docs = f"{first.task_name} doc {first.doc_id}" + (
+        f" (and {len(failed) - 1} other text(s) of the same request)" if len(failed) > 1 else ""
+    )
+    response = getattr(error, "response", None)
+    message = _error_text(response, limit=300) if response is not None else f"{type(error).__name__}: {error}"
+    if response is not None and response.status_code == 400 and _CONTEXT_ERROR.search(response.text or ""):
+        number = _CONTEXT_NUMBER.search(response.text or "")
+        try:
+            number = number.group(1) if number else response.json().get("error", {}).get("n_ctx")
+        except Exception:  # noqa: BLE001 - not JSON
+            number = None
+        context = f"its context of {number} tokens" if number else "its context"
+        return ServerContextError(
+            f"the server at {lm.base_url} refused {docs}: a prompt of {max(map(len, prompts))} tokens is longer "
+            f"than {context} (HTTP 400: {message}), but the client's max_length is {_max_length_setting(lm)} tokens "
+            f"(--model_args max_length; lm-eval's default is 2048 when it is not given). Pass --model_args "
+            f"...,max_length={number or '<the server context>'} (longer texts are then refused before they are "
+            f"sent, or cut with --metadata '{{\"truncate\": true}}'), or start the server with a larger context."
+        )
+    cache = getattr(getattr(lm, "cache_hook", None), "dbdict", None)
+    if cache is not None:
+        resume = (
+            f"The answers received so far are saved in {getattr(cache, 'filename', 'the --use_cache file')}: "
+            f"restart the server and re-run the same command (same --use_cache); only the texts not yet answered "
+            f"are sent again."
+        )
+    else:
+        resume = (
+            "Restart the server and re-run the command with --use_cache <path> (e.g. --use_cache cache/run): "
+            "answers are then saved as they arrive, and after another failure a re-run with the same --use_cache "
+            "sends only the texts not yet answered. This run had no --use_cache, so its answers are not saved."
+        )
+    return ServerFailedError(
+        f"the completions server at {lm.base_url} failed while scoring {docs}, after "
+        f"{lm.max_retries if _worth_retrying(error) else 1} attempt(s): {message}. {resume}"
+    )
 
 
 def score_per_token_api(lm, requests: list[PerTokenRequest], disable_tqdm: bool = False) -> list[TokenScores]:
@@ -482,6 +621,7 @@ def score_per_token_api(lm, requests: list[PerTokenRequest], disable_tqdm: bool 
         ``TemplateAPI._loglikelihood_tokens`` does.
     """
     _check_client(lm)
+    check_context(lm)
     checked = lm.__dict__.setdefault("_pdd_server_checked", set())
 
     def answer_group(k: int, group: list[PerTokenRequest]) -> list[TokenScores]:
@@ -493,7 +633,7 @@ def score_per_token_api(lm, requests: list[PerTokenRequest], disable_tqdm: bool 
 
         def answer_batch(batch, cuts):
             sent.append(len(batch))
-            return _answer_batch(lm, batch, cuts, k, info)
+            return _answer_batch(lm, batch, cuts, k, info, group)
 
         concurrent = lm._concurrent > 1
         with ThreadPoolExecutor(max_workers=lm._concurrent) if concurrent else contextlib.nullcontext() as pool:

@@ -63,6 +63,43 @@ class BackendWithoutTokenLogprobs(RuntimeError):
     pass
 
 
+class RunOptionError(UserError):
+    """An ``lm_eval`` option that a pdd task cannot honour (``--limit 0``, a chat template)."""
+
+
+def refuse_run_options(task: str, limit=None, apply_chat_template=False, system_instruction=None) -> None:
+    """Refuse the ``lm_eval`` options that make no sense for a pdd task, before any request is built.
+
+    ``--limit 0`` (or a fraction that rounds to 0 documents) scores nothing. A chat template or a
+    system instruction would wrap each text in a conversation: the scores would then measure the
+    template as well as the text, and no longer be the membership scores of the papers (every text
+    is scored on its own after the model's start token, DC-PDD Eq. 2).
+
+    Raises:
+        RunOptionError: naming the option and the fix.
+    """
+    if limit is not None and limit == 0:
+        raise RunOptionError(
+            f"{task}: --limit 0 scores no document, so there is nothing to report. Remove --limit to score every "
+            f"document, or give a positive number of documents (--limit 100; a value below 1 is a fraction of them)."
+        )
+    flags = [
+        flag
+        for flag, given in (
+            ("--apply_chat_template", apply_chat_template),
+            ("--system_instruction", system_instruction),
+        )
+        if given
+    ]
+    if flags:
+        raise RunOptionError(
+            f"{task}: {' and '.join(flags)} cannot be used with a pdd task. Membership scores are computed on each "
+            f"text as the model reads it after its start token (DC-PDD Eq. 2); a chat template or system instruction "
+            f"would wrap the text in a conversation, and the scores would measure the template too. Remove "
+            f"{' and '.join(flags)} (run chat-formatted benchmarks in a separate lm_eval command)."
+        )
+
+
 class AnswersFromAnotherModel(UserError):
     """The backend's answers were not computed by the run's model (a shared ``--use_cache`` file)."""
 
@@ -192,10 +229,18 @@ class MembershipInferenceTask(ConfigurableTask):
 
     # -- requests --------------------------------------------------------------------------------
 
+    def build_all_requests(self, **kwargs) -> None:
+        """lm-eval's request building, after refusing ``--limit 0``, ``--apply_chat_template`` and
+        ``--system_instruction`` (:func:`refuse_run_options`)."""
+        refuse_run_options(
+            self.config.task, kwargs.get("limit"), kwargs.get("apply_chat_template"), kwargs.get("system_instruction")
+        )
+        super().build_all_requests(**kwargs)
+
     def construct_requests(self, doc: dict, ctx, **kwargs) -> list[PerTokenRequest]:
-        if (ctx or kwargs.get("apply_chat_template")) and not self._warned_context:
+        if ctx and not self._warned_context:
             logger.warning(
-                "%s: few-shot examples, descriptions and chat templates are ignored; every text is "
+                "%s: few-shot examples and descriptions are ignored; every text is "
                 "scored on its own after the model's start token (DC-PDD Eq. 2).",
                 self.config.task,
             )

@@ -194,6 +194,7 @@ def examples_from_task(name: str, include_path: str | None = None) -> list[str]:
             f'--metadata \'{{"source_include_path": "<its directory>"}}\' (lm_eval\'s --include_path does '
             "not reach this task); `lm_eval ls tasks` lists the others."
         )
+    refuse_membership_task(name, manager)
     try:
         loaded = get_task_dict([name], manager)
     except Exception as error:  # offline Hub dataset, missing file, ...
@@ -209,6 +210,29 @@ def examples_from_task(name: str, include_path: str | None = None) -> list[str]:
         )
     task = tasks[0]
     return [render_task_doc(task, doc) for doc in task.eval_docs]
+
+
+def refuse_membership_task(name: str, manager) -> None:
+    """Refuse a pdd task as ``source_task`` (read from its YAML's ``class``, before it is built):
+    its documents are membership texts with labels, not a benchmark's examples in a published order."""
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    from pdd_tasks.tasks.base import MembershipInferenceTask
+
+    entry = manager.task_index.get(name)
+    try:
+        task_class = load_yaml(entry.yaml_path, resolve_func=True).get("class") if entry and entry.yaml_path else None
+    except Exception as error:  # noqa: BLE001 - a YAML lm-eval itself cannot read: its own error comes next
+        logger.debug("source_task %r: could not read %s: %s", name, entry.yaml_path, error)
+        return
+    if isinstance(task_class, type) and issubclass(task_class, (MembershipInferenceTask, ExchangeabilityTask)):
+        raise ExchangeabilityError(
+            f"source_task {name!r} is a pdd task: its documents are membership texts (suspect members and "
+            f"non-members), not a benchmark's examples in the order it was published, so their order says nothing "
+            f"about contamination. Point source_task at the benchmark's own lm-eval task (e.g. "
+            f'--metadata \'{{"source_task": "arc_easy"}}\'), or data_files at the benchmark file in its published '
+            f'order (--metadata \'{{"data_files": "<file>"}}\').'
+        )
 
 
 def load_examples(settings: ExchangeabilitySettings) -> tuple[list[str], str]:
@@ -328,6 +352,16 @@ class ExchangeabilityTask(ConfigurableTask):
         size = len(doc["examples"])
         permuted = shard_permutations(size, self.settings.permutations, self.settings.seed, doc["shard"])
         return [list(range(size))] + permuted.tolist()
+
+    def build_all_requests(self, **kwargs) -> None:
+        """lm-eval's request building, after refusing ``--limit 0`` and chat templates (each order of a
+        shard is scored as plain text after the start token, like the reference code)."""
+        from pdd_tasks.tasks.base import refuse_run_options
+
+        refuse_run_options(
+            self.config.task, kwargs.get("limit"), kwargs.get("apply_chat_template"), kwargs.get("system_instruction")
+        )
+        super().build_all_requests(**kwargs)
 
     def construct_requests(self, doc: dict, ctx, **kwargs) -> list[Instance]:
         separator = self.settings.separator

@@ -282,7 +282,14 @@ def make_handler(engine: CompletionEngine, max_body_bytes: int = DEFAULT_MAX_BOD
             path = self.path.rstrip("/")
             if path in ("/v1/models", "/models"):
                 self._send(
-                    200, {"object": "list", "data": [{"id": engine.name, "object": "model", "owned_by": "local"}]}
+                    200,
+                    {
+                        "object": "list",
+                        # max_model_len: the context in tokens, as vLLM reports it (read by the client check)
+                        "data": [
+                            {"id": engine.name, "object": "model", "owned_by": "local", "max_model_len": engine.n_ctx}
+                        ],
+                    },
                 )
             elif path == "/health":
                 self._send(200, {"status": "ok"})
