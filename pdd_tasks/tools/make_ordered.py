@@ -28,6 +28,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from pdd_tasks.errors import excerpt
 from pdd_tasks.loading.benchmark_data import PACKAGED_DATA, DatasetError, read_local_rows
 from pdd_tasks.tools.outputs import check_output_folder, replace_folder
 
@@ -48,7 +49,7 @@ def load_examples(source: str | None, text_field: str, limit: int) -> tuple[list
     for index, row in enumerate(rows[:limit]):
         if not isinstance(row.get(text_field), str) or not row[text_field].strip():
             raise DatasetError(
-                f"{description}, row {index}: no text in field {text_field!r} (fields: {sorted(row)}); "
+                f"{description}, row {index}: no text in field {text_field!r} (fields: {excerpt(sorted(row))}); "
                 "name the field with --text-field."
             )
     examples = [row[text_field] for row in rows[:limit]]

@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from pdd_tasks.errors import excerpt
 from pdd_tasks.loading.chinese import PAPER_WORDS, check_n, first_n_words
 from pdd_tasks.loading.files import DatasetError, iter_jsonl_records
 from pdd_tasks.tools.outputs import OutputRefused, write_file
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
                 text = record.get(args.text_field)
                 if not isinstance(text, str):
                     raise DatasetError(
-                        f"{args.input}:{line_number}: no text field {args.text_field!r} (fields: {sorted(record)}); "
+                        f"{args.input}:{line_number}: no text field {args.text_field!r} (fields: {excerpt(sorted(record))}); "
                         f"name it with --text-field."
                     )
                 snippet = first_n_words(text, args.words)
