@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 from pdd_tasks.errors import excerpt
-from pdd_tasks.loading.chinese import PAPER_WORDS, check_n, first_n_words
+from pdd_tasks.loading.chinese import PAPER_WORDS, first_n_words
 from pdd_tasks.loading.files import DatasetError, iter_jsonl_records
+from pdd_tasks.tools.arg_types import positive_int
 from pdd_tasks.tools.outputs import OutputRefused, write_file
 
 
@@ -27,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text-field", default="text", help="field holding the text (default: text)")
     parser.add_argument(
         "--words",
-        type=int,
+        type=positive_int,
         default=PAPER_WORDS,
         metavar="N",
         help=f"jieba words to keep (default {PAPER_WORDS}, DC-PDD)",
@@ -36,11 +37,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write each record of ``args.input`` with its text cut to the first ``args.words`` jieba words."""
-    try:
-        check_n(args.words)
-    except ValueError as error:
-        print(f"--words: {error}", file=sys.stderr)
-        return 2
     counts = {"written": 0, "cut": 0}
 
     def write(path: Path) -> None:
