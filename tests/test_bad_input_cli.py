@@ -631,7 +631,12 @@ def test_metric_inputs_are_checked_not_dropped():
         (["build-table", "--tokenizer", "t", "--input", "c.jsonl"], "--num-shards", "0", "a whole number >= 1"),
         (["build-table", "--tokenizer", "t", "--input", "c.jsonl"], "--shard-index", "-1", "a whole number >= 0"),
         (["build-table", "--tokenizer", "t", "--input", "c.jsonl"], "--docs-per-part", "-5", "a whole number >= 1"),
-        (["build-table", "--tokenizer", "t", "--input", "c.jsonl"], "--max-tokens-per-doc", "-3", "a whole number >= 1"),
+        (
+            ["build-table", "--tokenizer", "t", "--input", "c.jsonl"],
+            "--max-tokens-per-doc",
+            "-3",
+            "a whole number >= 1",
+        ),
         (["build-table", "--tokenizer", "t", "--input", "c.jsonl"], "--limit-tokens", "-1G", "a size like 15GB"),
         (["estimate-table", "--tokenizer", "t", "--from", "wordfreq"], "--scale", "-1e9", "a finite number > 0"),
         (["inspect-table", "t.npz"], "--top", "-5", "a whole number >= 0"),
