@@ -422,7 +422,7 @@ def run_estimate_table(args: argparse.Namespace) -> int:
     from pdd_tasks.freq.estimates import estimate_table, jieba_word_counts, uniform_table, wordfreq_word_counts
 
     command = "estimate-table"
-    if not _need_output(args, command):
+    if not _need_output(args, command, inputs=[args.jieba_dict] if args.jieba_dict else []):
         return 1
     tokenizer = _load_tokenizer(args.tokenizer)
     name = args.tokenizer_name or args.tokenizer
