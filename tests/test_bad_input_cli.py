@@ -661,3 +661,26 @@ def test_blind_without_bootstrap_prints_no_standard_errors(tmp_path):
     assert result["tpr@fpr<5%_stderr"] is None and result["auc_stderr"] > 0
     process = run_pdd(["blind", "pdd_custom", "--metadata", metadata, "--bootstrap-iters", "0"], tmp_path)
     assert " ± n/a" in process.stdout and "nan" not in process.stdout
+
+
+@pytest.mark.parametrize("extra", [[], ["--work-dir", "parts", "--keep-parts"]], ids=["default", "kept-parts"])
+def test_build_table_counts_a_filled_in_empty_input(tiny_model, tmp_path, extra):
+    # An empty corpus is refused ("0 documents"); filled in, the same command counts its content,
+    # not a count kept from the empty file (work folder, manifest, parts).
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", [])
+    command = [
+        "build-table",
+        "--tokenizer",
+        tiny_model,
+        "--input",
+        corpus,
+        "--output",
+        "t.npz",
+        "--no-progress",
+        *extra,
+    ]
+    assert_refused(run_pdd(command, tmp_path), "counted no token in 0 documents")
+    write_jsonl(corpus, [{"text": text} for text in MEMBERS])
+    process = run_pdd(command, tmp_path)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert f"in {len(MEMBERS)} documents" in process.stderr
