@@ -63,3 +63,22 @@ def run_reporting_user_errors(main: Callable[[], int | None]) -> int:
         if traceback_wanted():
             raise
         return report_user_error(error)
+
+
+#: The most characters of a user's data (a value, a list of field names) a message embeds.
+EXCERPT_CHARS = 120
+
+
+def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
+    """``repr(value)`` for a message, cut to ``limit`` characters with what was left out: a message
+    never embeds an unbounded piece of the user's data (a column of 776 texts, a 100 kB text).
+
+    >>> excerpt("short")
+    "'short'"
+    >>> excerpt(list(range(1000)), limit=20)
+    '[0, 1, 2, 3, 4, 5, 6... (4890 characters in all)'
+    """
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters in all)"

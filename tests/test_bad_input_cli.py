@@ -625,3 +625,83 @@ def test_metric_inputs_are_checked_not_dropped():
 
     with pytest.raises(ValueError, match=r"1 of 4 scores are not finite \(NaN or inf\).*none is dropped silently"):
         roc_auc(np.array([0.1, np.nan, 0.3, 0.4]), np.array([1, 0, 1, 0]))
+
+
+# -- lm-eval-pdd: numbers out of range, refused by argparse (status 2, one line) before any work ---
+
+
+@pytest.mark.parametrize(
+    "command, option, value, expected",
+    [
+        (["blind", "pdd_custom"], "--bootstrap-iters", "-5", "0 (no standard errors) or a number of draws >= 2"),
+        (["blind", "pdd_custom"], "--bootstrap-iters", "1", "0 (no standard errors) or a number of draws >= 2"),
+        (["make-controlled"], "--limit", "-1", "a whole number >= 1"),
+        (["make-controlled"], "--batch-size", "0", "a whole number >= 1"),
+        (["make-controlled"], "--epochs", "-2", "a whole number >= 1"),
+        (["make-controlled"], "--seed", "-1", "a seed from 0 to"),
+        (["make-controlled"], "--learning-rate", "-1e-4", "a finite number > 0"),
+        (["make-controlled"], "--learning-rate", "nan", "a finite number > 0"),
+        (["make-ordered", "--output", "o"], "--examples", "-3", "a whole number >= 1"),
+        (["make-ordered", "--output", "o"], "--block-examples", "0", "a whole number >= 1"),
+        (["make-ordered", "--output", "o"], "--epochs", "0", "a whole number >= 1"),
+        (["make-ordered", "--output", "o"], "--batch-size", "-4", "a whole number >= 1"),
+        (["make-ordered", "--output", "o"], "--seed", "-7", "a seed from 0 to"),
+        (["make-ordered", "--output", "o"], "--learning-rate", "0", "a finite number > 0"),
+        (["build-table", "--tokenizer", "t", "--input", "c.jsonl"], "--limit-docs", "-1", "a whole number >= 1"),
+        (["build-table", "--tokenizer", "t", "--input", "c.jsonl"], "--batch-size", "0", "a whole number >= 1"),
+        (["build-table", "--tokenizer", "t", "--input", "c.jsonl"], "--num-shards", "0", "a whole number >= 1"),
+        (["build-table", "--tokenizer", "t", "--input", "c.jsonl"], "--shard-index", "-1", "a whole number >= 0"),
+        (["build-table", "--tokenizer", "t", "--input", "c.jsonl"], "--docs-per-part", "-5", "a whole number >= 1"),
+        (
+            ["build-table", "--tokenizer", "t", "--input", "c.jsonl"],
+            "--max-tokens-per-doc",
+            "-3",
+            "a whole number >= 1",
+        ),
+        (["build-table", "--tokenizer", "t", "--input", "c.jsonl"], "--limit-tokens", "-1G", "a size like 15GB"),
+        (["estimate-table", "--tokenizer", "t", "--from", "wordfreq"], "--scale", "-1e9", "a finite number > 0"),
+        (["inspect-table", "t.npz"], "--top", "-5", "a whole number >= 0"),
+        (["zh-snippets", "--input", "i.jsonl", "--output", "o.jsonl"], "--words", "0", "a whole number >= 1"),
+    ],
+)
+def test_a_number_out_of_range_is_refused_by_the_argument_parser(tmp_path, command, option, value, expected):
+    process = run_pdd([*command, f"{option}={value}"], tmp_path)
+    assert process.returncode == 2, process.stderr[-2000:]
+    assert "Traceback" not in process.stderr
+    last = process.stderr.strip().splitlines()[-1]
+    assert f"argument {option}: expected {expected}" in last and value in last, process.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_blind_without_bootstrap_prints_no_standard_errors(tmp_path):
+    data = write_jsonl(tmp_path / "t.jsonl", labelled(6))
+    metadata = json.dumps({"data_files": str(data)})
+    process = run_pdd(["blind", "pdd_custom", "--metadata", metadata, "--bootstrap-iters", "0", "--json"], tmp_path)
+    assert process.returncode == 0, process.stderr[-3000:]
+    (result,) = json.loads(process.stdout)
+    assert result["tpr@fpr<5%_stderr"] is None and result["auc_stderr"] > 0
+    process = run_pdd(["blind", "pdd_custom", "--metadata", metadata, "--bootstrap-iters", "0"], tmp_path)
+    assert " ± n/a" in process.stdout and "nan" not in process.stdout
+
+
+@pytest.mark.parametrize("extra", [[], ["--work-dir", "parts", "--keep-parts"]], ids=["default", "kept-parts"])
+def test_build_table_counts_a_filled_in_empty_input(tiny_model, tmp_path, extra):
+    # An empty corpus is refused ("0 documents"); filled in, the same command counts its content,
+    # not a count kept from the empty file (work folder, manifest, parts).
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", [])
+    command = [
+        "build-table",
+        "--tokenizer",
+        tiny_model,
+        "--input",
+        corpus,
+        "--output",
+        "t.npz",
+        "--no-progress",
+        *extra,
+    ]
+    assert_refused(run_pdd(command, tmp_path), "counted no token in 0 documents")
+    write_jsonl(corpus, [{"text": text} for text in MEMBERS])
+    process = run_pdd(command, tmp_path)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert f"in {len(MEMBERS)} documents" in process.stderr

@@ -107,7 +107,7 @@ def test_parquet_rows_and_a_file_that_is_not_parquet(tmp_path):
 def test_missing_file_and_directory_are_named(tmp_path):
     with pytest.raises(DatasetError, match="Data file not found"):
         files.read_rows(tmp_path / "none.jsonl")
-    with pytest.raises(DatasetError, match="a directory, not a file"):
+    with pytest.raises(DatasetError, match="is a folder, not a file"):
         files.read_jsonl(tmp_path)
 
 
@@ -116,3 +116,64 @@ def test_read_text_keeps_the_document_as_written(tmp_path):
     path.write_bytes(gzip.compress("first line\r\nsecond \u00e9\n".encode()))
     assert files.read_text(path) == "first line\nsecond \u00e9\n"
     assert list(files.iter_text_lines(path)) == [(1, "first line"), (2, "second \u00e9")]
+
+
+COLUMNS = {"text": [f"text number {i} of the column" for i in range(776)], "label": [i % 2 for i in range(776)]}
+
+
+@pytest.mark.parametrize("indent", [None, 1], ids=["one-line", "pretty-printed"])
+def test_column_oriented_json_is_refused_with_the_conversion_and_an_excerpt(tmp_path, indent):
+    path = tmp_path / "columns.json"
+    path.write_text(json.dumps(COLUMNS, indent=indent))
+    with pytest.raises(DatasetError) as error:
+        files.read_rows(path)
+    message = str(error.value)
+    assert "column-oriented JSON" in message and "'text': 776 values" in message
+    assert "orient='records', lines=True" in message and "columns.jsonl" in message and "jq -c" in message
+    assert "text number 5 of" not in message and len(message) < 800
+
+
+def test_rows_under_one_key_are_refused_with_the_conversion(tmp_path):
+    path = tmp_path / "wrapped.json"
+    path.write_text(json.dumps({"data": [{"text": "a", "label": 1}, {"text": "b", "label": 0}]}, indent=2))
+    with pytest.raises(DatasetError, match=r"""under the key 'data' \(2 objects\).*jq -c '\.\["data"\]\[\]'"""):
+        files.read_rows(path)
+
+
+def test_one_object_in_a_json_file_is_one_row(tmp_path):
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps({"text": "a", "label": 1}, indent=2))
+    assert files.read_rows(path) == [{"text": "a", "label": 1}]
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"text": COLUMNS["text"], "label": 1},  # a text field holding a list
+        {"text": "a text", "label": COLUMNS["label"]},  # a label holding a list
+        {f"field_{i}": "x" for i in range(2000)},  # no text field among 2000 fields
+    ],
+    ids=["list-text", "list-label", "many-fields"],
+)
+def test_a_message_embeds_at_most_an_excerpt_of_the_data(row):
+    from pdd_tasks.loading.benchmark_data import normalise_rows
+
+    with pytest.raises(DatasetError) as error:
+        normalise_rows([row], "data.jsonl", "text", "label")
+    assert len(str(error.value)) < 600, str(error.value)[:2000]
+    assert "characters in all" in str(error.value)
+
+
+def test_data_files_naming_a_folder_says_folder_and_what_to_give(tmp_path):
+    from pdd_tasks.tasks.custom import read_custom_data
+
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    (folder / "part1.jsonl").write_text('{"text": "a", "label": 1}\n')
+    with pytest.raises(DatasetError) as error:
+        read_custom_data({"data_files": str(folder)})
+    message = str(error.value)
+    assert "is a folder, not a file" in message and "part1.jsonl" in message
+    assert "not found" not in message and "glob patterns are not expanded" in message
+    with pytest.raises(DatasetError, match="not found.*glob patterns are not expanded"):
+        read_custom_data({"data_files": str(folder / "*.jsonl")})

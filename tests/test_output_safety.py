@@ -178,3 +178,90 @@ def test_zh_snippets_never_writes_over_its_input(tmp_path):
     output = tmp_path / "out.jsonl"
     assert run_pdd(["zh-snippets", "--input", source, "--output", output, "--words", "3"], tmp_path).returncode == 0
     assert_refused(run_pdd(["zh-snippets", "--input", source, "--output", output], tmp_path), "pass --force")
+
+
+# -- every command that writes, against its inputs, the current folder and a folder of the user's ---
+
+#: What each command refuses in the three cases; None where a case does not apply, with the reason.
+#: install-table is not listed: it writes only into the table cache, never to a path the user names.
+WRITERS = {
+    # command: (output kind, option, case (a) --output = an input, (b) --output ., (c) a folder of the user's)
+    "make-controlled": ("folder", "--output", "is also one of the inputs", "is the current folder", "did not write"),
+    "make-ordered": ("folder", "--output", "is also one of the inputs", "is the current folder", "did not write"),
+    # the current folder, for a command writing one file: a folder, and one holding its inputs
+    "decisions": ("file", "--output", "is also one of the inputs", "is a folder|holds an input", "is a folder"),
+    "build-table": ("file", "--output", "is also one of the inputs", "is a folder|holds an input", "is a folder"),
+    "merge-tables": ("file", "--output", "is also one of the inputs", "is a folder|holds an input", "is a folder"),
+    # estimate-table's only file input is --jieba-dict (wordfreq and uniform read no file of the user's)
+    "estimate-table": ("file", "--output", "is also one of the inputs", "is a folder|holds an input", "is a folder"),
+    "zh-snippets": ("file", "--output", "is also one of the inputs", "is a folder|holds an input", "is a folder"),
+    # report writes only its own file names (report.html, report.md, leaderboard.*, plots) into --out and
+    # leaves every other file there, so case (c) does not apply (tests/test_report.py checks that it
+    # replaces only those names); case (b) is refused where the current folder holds the run it reads.
+    "report": ("files", "--out", "is also one of the inputs", "holds an input", None),
+}
+CASES = ("output-is-an-input", "output-is-the-current-folder", "output-holds-a-user-file")
+
+
+def _writer_command(name: str, work: Path, model: Path, table: Path, run: Path | None) -> tuple[list, Path]:
+    """The command line of ``name`` run in ``work`` (whose inputs it creates there) without its output
+    option, and one of its inputs (for case (a))."""
+    corpus = write_jsonl(work / "corpus.jsonl", [{"text": t, "input": t} for t in MEMBERS + NON_MEMBERS])
+    if name == "make-controlled":
+        return ["make-controlled", "--model", model, "--pool", "corpus.jsonl", "--no-progress"], corpus
+    if name == "make-ordered":
+        return ["make-ordered", "--model", model, "--data", "corpus.jsonl", "--no-progress"], corpus
+    if name == "build-table":
+        return ["build-table", "--tokenizer", model, "--input", "corpus.jsonl", "--no-progress"], corpus
+    if name == "merge-tables":
+        (work / "part.npz").write_bytes(table.read_bytes())
+        return ["merge-tables", "part.npz"], work / "part.npz"
+    if name == "estimate-table":
+        (work / "dict.txt").write_text("的 100 uj\n", encoding="utf-8")
+        return [
+            "estimate-table",
+            "--tokenizer",
+            model,
+            "--from",
+            "jieba",
+            "--jieba-dict",
+            "dict.txt",
+        ], work / "dict.txt"
+    if name == "zh-snippets":
+        return ["zh-snippets", "--input", "corpus.jsonl", "--words", "3"], corpus
+    import shutil
+
+    shutil.copytree(run, work / "run")
+    samples = sorted((work / "run").rglob("samples_*.jsonl"))[-1]
+    if name == "decisions":
+        return ["decisions", "run"], samples
+    return ["report", "run"], work / "run"  # report
+
+
+@pytest.mark.parametrize(
+    "name, case",
+    [(name, case) for name in sorted(WRITERS) for i, case in enumerate(CASES) if WRITERS[name][2 + i] is not None],
+)
+def test_every_writing_command_keeps_the_users_files(name, case, tiny_model, tiny_table, unlabelled_run, tmp_path):  # noqa: F811
+    """Each writing command with ``--force``, its output (a) one of its inputs, (b) the current folder,
+    (c) a folder holding a user's file: refused with the fix, before any model work, and every file of
+    the user's byte for byte as it was."""
+    kind, option, *refusals = WRITERS[name]
+    expected = dict(zip(CASES, refusals, strict=True))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "thesis.tex").write_text("years of work")
+    mine = work / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine too")
+    command, an_input = _writer_command(name, work, tiny_model, tiny_table, unlabelled_run)
+    output = {"output-is-an-input": an_input, "output-is-the-current-folder": ".", "output-holds-a-user-file": mine}
+    before = snapshot(work)
+    process = run_pdd([*command, option, output[case], "--force"], work)
+    after = snapshot(work)
+    assert_refused(process)
+    assert any(problem in process.stderr for problem in expected[case].split("|")), process.stderr[-3000:]
+    assert any(fix in process.stderr for fix in ("Choose another", "give a file name in it", "Move those")), (
+        process.stderr
+    )
+    assert after == before

@@ -26,7 +26,7 @@ import numpy as np
 from lm_eval.api.instance import Instance
 from tqdm import tqdm
 
-from pdd_tasks.errors import UserError
+from pdd_tasks.errors import UserError, excerpt
 
 
 logger = logging.getLogger(__name__)
@@ -346,7 +346,7 @@ def split_after_start_token(lm, request: PerTokenRequest) -> tuple[list[int], li
         start, tokens = [lm.prefix_token_id], tokens
     elif len(tokens) == 1:
         raise EmptyTextError(
-            f"{request.task_name} doc {request.doc_id}: the text {text!r} is only the model's start token, so no "
+            f"{request.task_name} doc {request.doc_id}: the text {excerpt(text)} is only the model's start token, so no "
             f"token is left to score after it (DC-PDD Eq. 2 scores the tokens after the start token). Remove the row."
         )
     else:
@@ -374,7 +374,7 @@ def _reference_code_split(lm, request: PerTokenRequest, context: str, text: str)
         return start, ids
     if len(ids) < 2:
         raise EmptyTextError(
-            f"{request.task_name} doc {request.doc_id}: the text {text!r} is {len(ids)} token(s) with the tokenizer's "
+            f"{request.task_name} doc {request.doc_id}: the text {excerpt(text)} is {len(ids)} token(s) with the tokenizer's "
             f'default special tokens ({ids}); convention "reference-code" never scores the first of them, so no '
             f'token is left to score. Remove the row, or use the default convention "paper" (every text token '
             f"scored after the model's start token)."

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pdd_tasks.errors import UserError
+from pdd_tasks.errors import UserError, excerpt
 from pdd_tasks.loading import files
 
 
@@ -135,7 +135,7 @@ def _text_of(record: dict, text_field: str, where_label: str) -> str:
         text = _lookup(record, text_field)
     except KeyError:
         raise TableSourceError(
-            f"{where_label}: no field {text_field!r} (found {sorted(record)}); choose the text field with --text-field"
+            f"{where_label}: no field {text_field!r} (found {excerpt(sorted(record))}); choose the text field with --text-field"
         ) from None
     if not isinstance(text, str):
         raise TableSourceError(f"{where_label}: field {text_field!r} is {type(text).__name__}, expected str")

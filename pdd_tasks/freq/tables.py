@@ -45,7 +45,7 @@ from pdd_metrics.reference import (
     count_token_ids,
     log_reference_frequencies,
 )
-from pdd_tasks.errors import UserError
+from pdd_tasks.errors import UserError, excerpt
 from pdd_tasks.loading.files import iter_jsonl_records
 from pdd_tasks.paths import pdd_home
 
@@ -425,7 +425,7 @@ def iter_jsonl_texts(path: str | os.PathLike, text_field: str = "text") -> Itera
     for lineno, record in iter_jsonl_records(path):
         if text_field not in record:
             raise ValueError(
-                f"{path}:{lineno}: no field {text_field!r} (found {sorted(record)}); "
+                f"{path}:{lineno}: no field {text_field!r} (found {excerpt(sorted(record))}); "
                 f"choose the text field with --text-field"
             )
         text = record[text_field]

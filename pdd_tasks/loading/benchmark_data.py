@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 
 import datasets
 
+from pdd_tasks.errors import excerpt
 from pdd_tasks.loading import chinese, files
 
 
@@ -47,7 +48,7 @@ def check_text_value(text, where: str, text_field: str) -> None:
     emoji) cannot be stored, tokenized or written back as UTF-8, so it is refused with the row."""
     if text is not None and not isinstance(text, str):
         raise DatasetError(
-            f"{where}: field {text_field!r} holds {type(text).__name__} {text!r}, not a text. Name the field that "
+            f"{where}: field {text_field!r} holds {type(text).__name__} {excerpt(text)}, not a text. Name the field that "
             f'holds the texts with --metadata \'{{"text_field": "..."}}\', or quote the values as strings.'
         )
     if text is not None and (surrogate := files.lone_surrogate(text)) is not None:
@@ -66,7 +67,7 @@ def check_texts(rows: list[dict], source: str, text_field: str) -> list[str]:
         text = row.get(text_field)
         if text_field not in row:
             raise DatasetError(
-                f"{source}, row {index}: no field {text_field!r} (fields: {sorted(row)}). "
+                f"{source}, row {index}: no field {text_field!r} (fields: {excerpt(sorted(row))}). "
                 f'Name the text field with --metadata \'{{"text_field": "..."}}\'.'
             )
         check_text_value(text, f"{source}, row {index}", text_field)
@@ -104,7 +105,7 @@ def normalise_rows(rows: list[dict], source: str, text_field: str, label_field: 
     for index, row in enumerate(rows):
         if text_field not in row:
             raise DatasetError(
-                f"{source}, row {index}: no field {text_field!r} (fields: {sorted(row)}). "
+                f"{source}, row {index}: no field {text_field!r} (fields: {excerpt(sorted(row))}). "
                 f'Name the text field with --metadata \'{{"text_field": "..."}}\'.'
             )
         text = row[text_field]
@@ -122,7 +123,7 @@ def normalise_rows(rows: list[dict], source: str, text_field: str, label_field: 
                 f'(member) or 0 (non-member); name the label field with --metadata \'{{"label_field": "..."}}\'.'
             )
         if isinstance(label, bool) or label not in (0, 1):
-            raise DatasetError(f"{source}, row {index}: label {label!r}; expected 1 (member) or 0 (non-member).")
+            raise DatasetError(f"{source}, row {index}: label {excerpt(label)}; expected 1 (member) or 0 (non-member).")
         texts.append(text)
         labels.append(int(label))
     _check_no_text_in_both_classes(texts, labels, source)
@@ -407,7 +408,7 @@ def _member_nonmember_rows(rows: list[dict], source: str, member_field: str, non
         texts = [(row.get(member_field), 1), (row.get(nonmember_field), 0)]
         if all(text is None for text, _ in texts):
             raise DatasetError(
-                f"{source}, row {index}: neither {member_field!r} nor {nonmember_field!r} (fields: {sorted(row)}). "
+                f"{source}, row {index}: neither {member_field!r} nor {nonmember_field!r} (fields: {excerpt(sorted(row))}). "
                 f'Name them with --metadata \'{{"member_field": "...", "nonmember_field": "..."}}\'.'
             )
         converted += [{"text": text, "label": label} for text, label in texts if text is not None]

@@ -26,7 +26,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
-from pdd_tasks.errors import UserError
+from pdd_tasks.errors import UserError, excerpt
 
 
 __all__ = [
@@ -84,12 +84,26 @@ def is_data_file(name: str) -> bool:
 
 def _existing(path: str | Path) -> Path:
     if isinstance(path, (list, tuple)):
-        raise DatasetError(f"expected one file path, got a list {list(path)!r}; give one file.")
+        raise DatasetError(f"expected one file path, got a list {excerpt(list(path))}; give one file.")
     path = Path(path).expanduser()
     if not path.is_file():
-        what = "a directory, not a file" if path.is_dir() else "not found"
-        raise DatasetError(f"file {str(path)!r}: {what}.")
+        raise DatasetError(_not_a_file(path))
     return path
+
+
+def _not_a_file(path: Path, expected: str = "a data file") -> str:
+    """Why ``path`` (which is no file) cannot be read, and what to give instead: a folder's message
+    names a few of the data files in it (the readers take files, not folders, and expand no globs)."""
+    if path.is_dir():
+        found = sorted(p.name for p in path.iterdir() if p.is_file() and is_data_file(p.name))
+        held = f"it holds {excerpt(found)}" if found else f"it holds no {', '.join(DATA_SUFFIXES)} file"
+        example = str(path / (found[0] if found else "texts.jsonl"))
+        return (
+            f"Data file {str(path)!r} is a folder, not a file ({held}). Give {expected} in it, e.g. {example!r}; several "
+            f'files as a list, e.g. ["{path}/a.jsonl", "{path}/b.jsonl"] (glob patterns are not expanded).'
+        )
+    pattern = " (glob patterns are not expanded: list the files)" if any(c in str(path) for c in "*?[") else ""
+    return f"Data file not found: {str(path)!r}{pattern}. Give the path of {expected} (.jsonl, .json, .csv, .parquet or .zip)."
 
 
 def _not_utf8(path: Path, line_number: int, error: UnicodeDecodeError) -> DatasetError:
@@ -197,15 +211,60 @@ def read_json(path: str | Path) -> object:
 
 
 def read_json_rows(path: str | Path) -> list[dict]:
-    """Rows of a ``.json``: a JSON array of objects, or one object per line."""
+    """Rows of a ``.json``: a JSON array of objects, or one object per line (JSON Lines).
+
+    One JSON object of columns (``{"text": [...], "label": [...]}``, pandas' ``orient="list"``) is
+    refused with the one-line conversion to JSON Lines, and so is an object holding the rows under
+    one key (``{"data": [{...}, ...]}``); a message shows at most an excerpt of the file's values.
+    """
     path = _existing(path)
     start = next((line.lstrip()[:1] for _, line in iter_text_lines(path) if line.strip()), "")
+    if start == "{":
+        try:
+            records = read_jsonl(path)
+        except DatasetError as error:  # a pretty-printed object? read it whole; else the line's error
+            try:
+                records = [read_json(path)]
+            except DatasetError:
+                raise error from None
+        if len(records) == 1 and isinstance(records[0], dict):
+            _refuse_wrapped_rows(path, records[0])
+        return records
     if start != "[":
         return read_jsonl(path)
     records = read_json(path)
-    if not all(isinstance(record, dict) for record in records):
-        raise DatasetError(f"{path}: expected a JSON array of objects (or one object per line).")
+    if not isinstance(records, list) or not all(isinstance(record, dict) for record in records):
+        bad = next(r for r in records if not isinstance(r, dict)) if isinstance(records, list) else records
+        raise DatasetError(
+            f"{path}: expected a JSON array of objects (or one object per line), found {type(bad).__name__} "
+            f'{excerpt(bad, 60)}. Write each row as an object, e.g. {{"text": "...", "label": 1}}.'
+        )
     return records
+
+
+def _refuse_wrapped_rows(path: Path, document: dict) -> None:
+    """A ``.json`` holding one object: refuse it where it holds columns or rows under one key (else it
+    is one row, as a one-line JSON Lines file)."""
+    columns = {name: value for name, value in document.items() if isinstance(value, list)}
+    if columns and len(columns) == len(document) and not all(isinstance(v, dict) for c in columns.values() for v in c):
+        shape = ", ".join(f"{name!r}: {len(value)} values" for name, value in list(columns.items())[:6])
+        more = f" and {len(columns) - 6} more" if len(columns) > 6 else ""
+        jsonl = path.with_suffix(".jsonl").name
+        raise DatasetError(
+            f"{path}: column-oriented JSON (one object of columns: {shape}{more}), not rows. Each row must be an "
+            f'object, e.g. {{"text": "...", "label": 1}}: convert it to JSON Lines (one object per line) '
+            f"and give that file, e.g. `python -c \"import pandas as pd; pd.read_json('{path.name}')"
+            f".to_json('{jsonl}', orient='records', lines=True, force_ascii=False)\"` or "
+            f"`jq -c '. as $c | range(.[keys[0]] | length) as $i | $c | map_values(.[$i])' {path.name} > {jsonl}`."
+        )
+    if len(document) == 1:
+        ((key, value),) = document.items()
+        if isinstance(value, list) and value and all(isinstance(row, dict) for row in value):
+            jsonl = path.with_suffix(".jsonl").name
+            raise DatasetError(
+                f"{path}: the rows are under the key {key!r} ({len(value)} objects), not at the top. Give a JSON "
+                f"array of objects or JSON Lines, e.g. `jq -c '.[{json.dumps(key)}][]' {path.name} > {jsonl}`."
+            )
 
 
 def read_csv_rows(path: str | Path) -> list[dict]:
@@ -220,7 +279,7 @@ def read_csv_rows(path: str | Path) -> list[dict]:
         if None in row:
             raise DatasetError(
                 f"{path}:{reader.line_num}: more values than the {len(reader.fieldnames)} header fields "
-                f"{reader.fieldnames}; quote values that contain commas."
+                f"{excerpt(reader.fieldnames)}; quote values that contain commas."
             )
         rows.append({name: (value if value != "" else None) for name, value in row.items()})
     return rows
@@ -268,9 +327,7 @@ def read_rows(path: str | Path, zip_member: Sequence[str] = ()) -> list[dict]:
         return [row for one in path for row in read_rows(one, zip_member)]
     path = Path(path).expanduser()
     if not path.is_file():
-        raise DatasetError(
-            f"Data file not found: {path}. Give the path of a .jsonl, .json, .csv, .parquet or .zip file."
-        )
+        raise DatasetError(_not_a_file(path))
     name = path.name.lower()
     if name.endswith(".zip"):
         return _read_zip_rows(path, zip_member)
@@ -300,7 +357,7 @@ def _read_zip_rows(path: Path, wanted: Sequence[str]) -> list[dict]:
         if len(chosen) != 1:
             named = f" named {', '.join(wanted)}" if wanted else ""
             raise DatasetError(
-                f"{path}: expected one data file{named} in the zip, found {chosen or files or 'none'}. "
+                f"{path}: expected one data file{named} in the zip, found {excerpt(chosen or files) if chosen or files else 'none'}. "
                 f"Unzip it and pass the file itself as data_source."
             )
         with tempfile.TemporaryDirectory() as folder:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pdd_tasks.errors import UserError
+from pdd_tasks.errors import UserError, excerpt
 from pdd_tasks.loading.files import DatasetError, read_rows
 
 
@@ -94,14 +94,14 @@ def read_pool(path: str) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
         text = row.get("text")
         if not isinstance(text, str) or not text.strip():
             raise DatasetError(
-                f"recall_prefix_file {path}, row {index}: no non-empty text in field 'text' (fields: {sorted(row)}). "
+                f"recall_prefix_file {path}, row {index}: no non-empty text in field 'text' (fields: {excerpt(sorted(row))}). "
                 f'Each row needs {{"text": "...", "label": 0}} (0 = known non-member, 1 = known member).'
             )
         label = row.get("label", 0 if not labelled else None)
         label = {"0": 0, "1": 1}.get(label.strip(), label) if isinstance(label, str) else label
         if isinstance(label, bool) or label not in (0, 1):
             raise DatasetError(
-                f"recall_prefix_file {path}, row {index}: label {label!r}; expected 0 (known non-member) or 1 "
+                f"recall_prefix_file {path}, row {index}: label {excerpt(label)}; expected 0 (known non-member) or 1 "
                 f"(known member). A file without any label field holds non-members only."
             )
         (members if label == 1 else nonmembers).append((index, text))

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import datasets
 
+from pdd_tasks.errors import excerpt
 from pdd_tasks.loading.benchmark_data import DatasetError, check_texts, normalise_rows, read_local_rows
 from pdd_tasks.registry import SETTINGS, SettingError
 from pdd_tasks.tasks import aggregations
@@ -78,7 +79,7 @@ def _check_paths(key: str, value) -> None:
     ):
         return
     raise DatasetError(
-        f'metadata {key}={value!r}: expected a file path or a list of file paths, e.g. "texts.jsonl" or '
+        f'metadata {key}={excerpt(value)}: expected a file path or a list of file paths, e.g. "texts.jsonl" or '
         f'["part1.jsonl", "part2.csv"].'
     )
 
@@ -149,7 +150,7 @@ def _label_field_missing(rows: list[dict], path, label_field: str) -> str:
     close = difflib.get_close_matches(label_field, fields, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]!r}? " if close else ""
     return (
-        f"pdd_custom: label_field={label_field!r}, but no row of {path} has that field (fields: {fields}); "
+        f"pdd_custom: label_field={label_field!r}, but no row of {path} has that field (fields: {excerpt(fields)}); "
         f"{hint}Name the label field, or drop label_field (or set it to null) to score the texts unlabelled."
     )
 

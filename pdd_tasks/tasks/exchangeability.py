@@ -55,7 +55,7 @@ from pdd_metrics.exchangeability import (
     sharded_comparison_test,
 )
 from pdd_tasks import lm_eval_patches
-from pdd_tasks.errors import UserError
+from pdd_tasks.errors import UserError, excerpt
 from pdd_tasks.loading.benchmark_data import DatasetError, read_local_rows
 
 
@@ -151,7 +151,7 @@ def examples_from_file(path: str, text_field: str = "text", template: str | None
             except UndefinedError as error:
                 raise DatasetError(
                     f"{path}: the template {template!r} names a field the rows lack ({error}; fields: "
-                    f"{sorted(row)}). Name fields of the file in the template."
+                    f"{excerpt(sorted(row))}). Name fields of the file in the template."
                 ) from None
 
     else:
@@ -159,7 +159,7 @@ def examples_from_file(path: str, text_field: str = "text", template: str | None
         def render(row: dict) -> str:
             if text_field not in row:
                 raise DatasetError(
-                    f"{path}: no field {text_field!r} (fields: {sorted(row)}). Name the text field with "
+                    f"{path}: no field {text_field!r} (fields: {excerpt(sorted(row))}). Name the text field with "
                     '--metadata \'{"text_field": "..."}\' or join several with a "template", e.g. '
                     '"{{question}} {{answer}}".'
                 )

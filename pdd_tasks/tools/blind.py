@@ -20,6 +20,7 @@ from pdd_metrics import roc_auc, tpr_at_fpr
 from pdd_metrics.blind import BLIND_FOLDS, BLIND_SEED, blind_scores
 from pdd_metrics.intervals import delong_auc_stderr, normal_interval, smallest_fpr_step, tpr_at_fpr_stderr
 from pdd_tasks.tasks.aggregations import FPR_BUDGETS
+from pdd_tasks.tools.arg_types import bootstrap_iters
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class BlindResult:
             "auc_stderr": self.auc_stderr,
             "auc_ci95": [low, high],
             **{name: value for name, value in self.tpr.items()},
-            **{f"{name}_stderr": value for name, value in self.tpr_stderr.items()},
+            **{f"{name}_stderr": None if np.isnan(value) else value for name, value in self.tpr_stderr.items()},
         }
 
 
@@ -108,7 +109,9 @@ def format_results(results: list[BlindResult]) -> str:
         ]
         for name, budget in FPR_BUDGETS.items():
             unresolved = smallest_fpr_step(result.n_non_members) >= budget
-            cells.append(f"{result.tpr[name]:.3f} ± {result.tpr_stderr[name]:.3f}" + (" †" if unresolved else ""))
+            stderr = result.tpr_stderr[name]
+            spread = " ± n/a" if np.isnan(stderr) else f" ± {stderr:.3f}"
+            cells.append(f"{result.tpr[name]:.3f}{spread}" + (" †" if unresolved else ""))
             if unresolved:
                 notes.append(
                     f"† {result.task}: with {result.n_non_members} non-members, FPR<{name[8:]} allows no false positive "
@@ -133,9 +136,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--bootstrap-iters",
-        type=int,
+        type=bootstrap_iters,
         default=100_000,
-        help="bootstrap draws of the TPR standard errors (default 100000)",
+        help="bootstrap draws of the TPR standard errors (default 100000; 0: no standard errors)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 

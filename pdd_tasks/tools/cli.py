@@ -30,6 +30,7 @@ from pathlib import Path
 
 from pdd_tasks.errors import run_reporting_user_errors
 from pdd_tasks.tools import table_cli
+from pdd_tasks.tools.arg_types import positive_float, positive_int, random_seed
 
 
 __all__ = ["Command", "main"]
@@ -47,13 +48,6 @@ class Command:
 
 def _err(message: str) -> None:
     print(message, file=sys.stderr)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
 
 
 # ---------------------------------------------------------------------------------- tasks-path
@@ -204,13 +198,13 @@ def _add_make_controlled(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pool-length", type=int, default=64, choices=(32, 64, 128, 256), help="WikiMIA-24 split (default 64)"
     )
+    parser.add_argument("--limit", type=positive_int, default=None, help="use only the first N pool texts (quick runs)")
     parser.add_argument(
-        "--limit", type=_positive_int, default=None, help="use only the first N pool texts (quick runs)"
+        "--seed", type=random_seed, default=None, help="draws the member half and the batch order (default 0)"
     )
-    parser.add_argument("--seed", type=int, default=None, help="draws the member half and the batch order (default 0)")
-    parser.add_argument("--learning-rate", type=float, default=None, help="AdamW, constant (default 1e-4)")
-    parser.add_argument("--batch-size", type=_positive_int, default=None, help="texts per step (default 8)")
-    parser.add_argument("--epochs", type=_positive_int, default=None, help="passes over the members (default 1)")
+    parser.add_argument("--learning-rate", type=positive_float, default=None, help="AdamW, constant (default 1e-4)")
+    parser.add_argument("--batch-size", type=positive_int, default=None, help="texts per step (default 8)")
+    parser.add_argument("--epochs", type=positive_int, default=None, help="passes over the members (default 1)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 

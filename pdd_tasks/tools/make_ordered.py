@@ -24,11 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from pdd_tasks.errors import excerpt
 from pdd_tasks.loading.benchmark_data import PACKAGED_DATA, DatasetError, read_local_rows
+from pdd_tasks.tools.arg_types import positive_float, positive_int, random_seed
 from pdd_tasks.tools.outputs import check_output_folder, replace_folder
 
 
@@ -48,7 +49,7 @@ def load_examples(source: str | None, text_field: str, limit: int) -> tuple[list
     for index, row in enumerate(rows[:limit]):
         if not isinstance(row.get(text_field), str) or not row[text_field].strip():
             raise DatasetError(
-                f"{description}, row {index}: no text in field {text_field!r} (fields: {sorted(row)}); "
+                f"{description}, row {index}: no text in field {text_field!r} (fields: {excerpt(sorted(row))}); "
                 "name the field with --text-field."
             )
     examples = [row[text_field] for row in rows[:limit]]
@@ -120,14 +121,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--data", default=None, help="a .jsonl/.csv file in its canonical order (default: WikiMIA length 32, shipped)"
     )
     parser.add_argument("--text-field", default="text", help="text field of --data rows (default 'text')")
-    parser.add_argument("--examples", type=int, default=DEFAULT_EXAMPLES, help="first N examples (default 200)")
     parser.add_argument(
-        "--block-examples", type=int, default=DEFAULT_BLOCK_EXAMPLES, help="consecutive examples per training text (8)"
+        "--examples", type=positive_int, default=DEFAULT_EXAMPLES, help="first N examples (default 200)"
     )
-    parser.add_argument("--epochs", type=int, default=3, help="passes over the file (default 3)")
-    parser.add_argument("--learning-rate", type=float, default=1e-4, help="AdamW, constant (default 1e-4)")
-    parser.add_argument("--batch-size", type=int, default=4, help="training texts per step (default 4)")
-    parser.add_argument("--seed", type=int, default=0, help="batch order and the shuffled copy (default 0)")
+    parser.add_argument(
+        "--block-examples",
+        type=positive_int,
+        default=DEFAULT_BLOCK_EXAMPLES,
+        help="consecutive examples per training text (8)",
+    )
+    parser.add_argument("--epochs", type=positive_int, default=3, help="passes over the file (default 3)")
+    parser.add_argument("--learning-rate", type=positive_float, default=1e-4, help="AdamW, constant (default 1e-4)")
+    parser.add_argument("--batch-size", type=positive_int, default=4, help="training texts per step (default 4)")
+    parser.add_argument("--seed", type=random_seed, default=0, help="batch order and the shuffled copy (default 0)")
     parser.add_argument("--force", action="store_true", help="replace --output if this command wrote it before")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -135,10 +141,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pdd_tasks.tools.make_controlled import TuningSettings, run_tuning
 
-    for name in ("examples", "block_examples", "epochs", "batch_size"):
-        if getattr(args, name) < 1:
-            print(f"lm-eval-pdd make-ordered: --{name.replace('_', '-')} must be >= 1.", file=sys.stderr)
-            return 2
     settings = TuningSettings(
         seed=args.seed,
         learning_rate=args.learning_rate,

@@ -559,6 +559,8 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
         ResultsError: a path is not an lm_eval output folder, or holds no labelled pdd task.
         ReportExists: ``out`` holds a report already and ``force`` is false.
     """
+    out = Path(out)
+    refuse_unsafe_output(out, paths, option="--out")  # before any run is read
     runs = find_runs(paths)
     reports = collect(runs)
     skipped = [(run, task, why) for run in runs for task, why in left_out(run.results)]
@@ -568,8 +570,6 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
             "metric). The report reads runs of the labelled pdd tasks (--tasks pdd_wikimia, pdd_custom with labels, ...)."
             + "".join(f" {task} of {run.file}: {why}." for run, task, why in skipped)
         )
-    out = Path(out)
-    refuse_unsafe_output(out, paths, option="--out")
     if out.exists() and not out.is_dir():
         raise ResultsError(f"--out {out} is a file; name a folder for the report.")
     existing = [out / name for name in REPORT_FILES if (out / name).exists()]

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from pdd_metrics.reference import DEFAULT_MAX_TOKENS_PER_DOC
+from pdd_tasks.tools.arg_types import non_negative_int, positive_float, positive_int
 from pdd_tasks.tools.outputs import OutputRefused, check_output_file
 
 
@@ -46,27 +47,10 @@ def _err(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
-    return value
-
-
 def _max_tokens(text: str) -> int | None:
     if text.lower() in {"none", "all", "0"}:
         return None
-    return _positive_int(text)
+    return positive_int(text)
 
 
 _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
@@ -216,7 +200,7 @@ def add_build_table(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="count only the first N tokens of each document (default 1024, the DC-PDD reference code's rule; 'none' = all)",
     )
-    counting.add_argument("--limit-docs", type=_positive_int, default=None, metavar="N", help="stop after N documents")
+    counting.add_argument("--limit-docs", type=positive_int, default=None, metavar="N", help="stop after N documents")
     counting.add_argument(
         "--limit-tokens", type=parse_size, default=None, metavar="N", help="stop once N tokens are counted (e.g. 1G)"
     )
@@ -227,12 +211,12 @@ def add_build_table(parser: argparse.ArgumentParser) -> None:
         metavar="SIZE",
         help="stop once SIZE of UTF-8 text is read (e.g. 15GB, the paper's C4 subset)",
     )
-    counting.add_argument("--batch-size", type=_positive_int, default=256, help="documents per tokenizer call")
+    counting.add_argument("--batch-size", type=positive_int, default=256, help="documents per tokenizer call")
     counting.add_argument("--no-parallel", action="store_true", help="tokenize on one core (default: all cores)")
     shards = parser.add_argument_group("sharding and resuming")
-    shards.add_argument("--num-shards", type=_positive_int, default=1, metavar="N")
+    shards.add_argument("--num-shards", type=positive_int, default=1, metavar="N")
     shards.add_argument(
-        "--shard-index", type=_non_negative_int, default=0, metavar="I", help="build shard I of N (0-based)"
+        "--shard-index", type=non_negative_int, default=0, metavar="I", help="build shard I of N (0-based)"
     )
     shards.add_argument(
         "--shard-by",
@@ -242,7 +226,7 @@ def add_build_table(parser: argparse.ArgumentParser) -> None:
     )
     shards.add_argument(
         "--docs-per-part",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="documents per resumable part (default 100000)",
@@ -424,7 +408,9 @@ def add_estimate_table(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--language", default="en", help="wordfreq language, e.g. en or zh (default en)")
     parser.add_argument("--wordlist", default="best", help="wordfreq list: best, large or small (default best)")
-    parser.add_argument("--scale", type=float, default=1e9, help="wordfreq: nominal corpus size in words (default 1e9)")
+    parser.add_argument(
+        "--scale", type=positive_float, default=1e9, help="wordfreq: nominal corpus size in words (default 1e9)"
+    )
     parser.add_argument(
         "--jieba-dict", type=Path, default=None, help="jieba: a dictionary file (default: jieba's dict.txt)"
     )
@@ -436,7 +422,7 @@ def run_estimate_table(args: argparse.Namespace) -> int:
     from pdd_tasks.freq.estimates import estimate_table, jieba_word_counts, uniform_table, wordfreq_word_counts
 
     command = "estimate-table"
-    if not _need_output(args, command):
+    if not _need_output(args, command, inputs=[args.jieba_dict] if args.jieba_dict else []):
         return 1
     tokenizer = _load_tokenizer(args.tokenizer)
     name = args.tokenizer_name or args.tokenizer
@@ -467,7 +453,7 @@ def add_inspect_table(parser: argparse.ArgumentParser) -> None:
         metavar="NAME_OR_PATH",
         help="decode the top tokens with it and check that the table matches it",
     )
-    parser.add_argument("--top", type=int, default=20, help="how many frequent tokens to list")
+    parser.add_argument("--top", type=non_negative_int, default=20, help="how many frequent tokens to list")
 
 
 def run_inspect_table(args: argparse.Namespace) -> int:

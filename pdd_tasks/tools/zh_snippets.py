@@ -12,8 +12,10 @@ import json
 import sys
 from pathlib import Path
 
-from pdd_tasks.loading.chinese import PAPER_WORDS, check_n, first_n_words
+from pdd_tasks.errors import excerpt
+from pdd_tasks.loading.chinese import PAPER_WORDS, first_n_words
 from pdd_tasks.loading.files import DatasetError, iter_jsonl_records
+from pdd_tasks.tools.arg_types import positive_int
 from pdd_tasks.tools.outputs import OutputRefused, write_file
 
 
@@ -26,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text-field", default="text", help="field holding the text (default: text)")
     parser.add_argument(
         "--words",
-        type=int,
+        type=positive_int,
         default=PAPER_WORDS,
         metavar="N",
         help=f"jieba words to keep (default {PAPER_WORDS}, DC-PDD)",
@@ -35,11 +37,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write each record of ``args.input`` with its text cut to the first ``args.words`` jieba words."""
-    try:
-        check_n(args.words)
-    except ValueError as error:
-        print(f"--words: {error}", file=sys.stderr)
-        return 2
     counts = {"written": 0, "cut": 0}
 
     def write(path: Path) -> None:
@@ -48,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
                 text = record.get(args.text_field)
                 if not isinstance(text, str):
                     raise DatasetError(
-                        f"{args.input}:{line_number}: no text field {args.text_field!r} (fields: {sorted(record)}); "
+                        f"{args.input}:{line_number}: no text field {args.text_field!r} (fields: {excerpt(sorted(record))}); "
                         f"name it with --text-field."
                     )
                 snippet = first_n_words(text, args.words)
