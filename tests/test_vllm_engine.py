@@ -37,7 +37,7 @@ LIMIT = 24
 #: a share of the machine's memory).
 VLLM_CPU_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1"}
 
-#: enforce_eager: no torch.compile of the model at start (minutes on 2 cores, nothing gained here).
+#: enforce_eager: no torch.compile (inductor) of the model when the engine starts; not needed for these checks.
 VLLM_ENGINE_ARGS = "enforce_eager=True"
 
 
