@@ -66,7 +66,7 @@ def test_small_ref_is_off_unless_a_reference_model_is_named():
         ScoringSettings.from_metadata({"small_ref_dtype": "float8"})
 
 
-# -- a second tiny model with another tokenizer --------------------------------------------------
+# -- a direct computation, for the target and for the tiny Llama (another tokenizer) ------------
 
 
 def direct_mean_logprob(model_dir, text):

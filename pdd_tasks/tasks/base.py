@@ -67,8 +67,9 @@ class RunOptionError(UserError):
     """An ``lm_eval`` option that a pdd task cannot honour (``--limit 0``, a chat template)."""
 
 
-def refuse_run_options(task: str, limit=None, apply_chat_template=False, system_instruction=None) -> None:
-    """Refuse the ``lm_eval`` options that make no sense for a pdd task, before any request is built.
+def refuse_run_options(task: str, limit=None, apply_chat_template=False, system_instruction=None, **_other) -> None:
+    """Refuse the ``lm_eval`` options that make no sense for a pdd task, before any request is built
+    (the keyword arguments of lm-eval's ``Task.build_all_requests``; the others are not looked at).
 
     ``--limit 0`` (or a fraction that rounds to 0 documents) scores nothing. A chat template or a
     system instruction would wrap each text in a conversation: the scores would then measure the
@@ -232,9 +233,7 @@ class MembershipInferenceTask(ConfigurableTask):
     def build_all_requests(self, **kwargs) -> None:
         """lm-eval's request building, after refusing ``--limit 0``, ``--apply_chat_template`` and
         ``--system_instruction`` (:func:`refuse_run_options`)."""
-        refuse_run_options(
-            self.config.task, kwargs.get("limit"), kwargs.get("apply_chat_template"), kwargs.get("system_instruction")
-        )
+        refuse_run_options(self.config.task, **kwargs)
         super().build_all_requests(**kwargs)
 
     def construct_requests(self, doc: dict, ctx, **kwargs) -> list[PerTokenRequest]:

@@ -358,9 +358,7 @@ class ExchangeabilityTask(ConfigurableTask):
         shard is scored as plain text after the start token, like the reference code)."""
         from pdd_tasks.tasks.base import refuse_run_options
 
-        refuse_run_options(
-            self.config.task, kwargs.get("limit"), kwargs.get("apply_chat_template"), kwargs.get("system_instruction")
-        )
+        refuse_run_options(self.config.task, **kwargs)
         super().build_all_requests(**kwargs)
 
     def construct_requests(self, doc: dict, ctx, **kwargs) -> list[Instance]:
