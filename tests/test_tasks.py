@@ -145,3 +145,15 @@ def test_method_table_reports_lowercase_as_not_applicable_for_chinese():
     # a metric missing for another reason says so
     del results["results"]["pdd_bookmia"]["lowercase_tpr@fpr<5%,none"]
     assert "n/a: not in the results: Lowercase TPR@FPR<5% of pdd_bookmia." in method_table(results)
+
+
+def test_the_generated_yamls_are_what_generate_py_writes():
+    """``task_configs/generate.py --check``: a YAML of a generated family edited by hand (or a change
+    of the generator without its YAMLs) fails here."""
+    import subprocess
+    import sys
+
+    check = subprocess.run(
+        [sys.executable, str(REPO / "task_configs" / "generate.py"), "--check"], capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
