@@ -5,7 +5,9 @@ reads a small fixture laid out as its Hub repository is (``data/<split>-*.parque
 repository's JSONL files), through ``data_source`` and the one loading path
 (:func:`pdd_tasks.loading.benchmark_data.load_benchmark`). The fixtures hold made-up texts; the file
 layouts, field names and label conventions are the ones the dataset cards and the authors' code
-show (each task README says where from). One run goes end to end through the ``lm_eval`` command
+show (each task README says where from). The cards' ``configs`` blocks, read by the real
+``datasets.load_dataset`` from a local folder, check each task's Hub config and split name (the call
+the ``hub`` path makes, minus the network). One run goes end to end through the ``lm_eval`` command
 line with the tiny model: Copyright Traps with ReCaLL prefixes from a file in the layout of
 ``imperial-cpg/copyright-traps-extra-non-members``.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import datasets
@@ -230,3 +233,66 @@ def test_copyright_traps_with_recall_prefixes_from_the_extra_non_members(tiny_mo
     assert sorted((s["doc"]["text"], s["doc"]["label"]) for s in samples) == sorted(
         (r["text"], r["label"]) for r in trap_rows(100, 1000)
     )
+
+
+# ------------------------------------------------ the Hub's configs, as datasets.load_dataset reads them
+
+#: The ``configs`` blocks of the dataset cards (YAML front matter of each repository's README.md), as
+#: published; StackMIAsub's card has none (one file, so one split ``train``).
+CARD_CONFIGS = {
+    "wikimia25": """configs:
+  - config_name: default
+    data_files:
+      - split: WikiMIA_length32
+        path: data/WikiMIA_length32-*.parquet
+      - split: WikiMIA_length64
+        path: data/WikiMIA_length64-*.parquet
+      - split: WikiMIA_length128
+        path: data/WikiMIA_length128-*.parquet
+      - split: paper_subset
+        path: data/paper_subset-*.parquet
+""",
+    "arxivmia": """configs:
+- config_name: arxiv_mia
+  data_files: data/arxiv_mia.jsonl
+  default: true
+- config_name: arxiv_mia_dev
+  data_files: data/arxiv_mia_dev.jsonl
+- config_name: arxiv_mia_test
+  data_files: data/arxiv_mia_test.jsonl
+""",
+    "copyright_traps": "configs:\n- config_name: default\n  data_files:\n"
+    + "".join(f"  - split: seq_len_{n}_n_rep_{r}\n    path: data/seq_len_{n}_n_rep_{r}-*\n" for n, r in TRAPS),
+    "stackmia": "",
+}
+
+
+def card_repo(source: Path, family: str, folder: Path) -> Path:
+    """A copy of ``source`` with a README.md whose front matter is the card's ``configs`` block."""
+    repo = folder / "repo"
+    shutil.copytree(source, repo)
+    (repo / "README.md").write_text(f"---\n{CARD_CONFIGS[family]}---\n# card\n")
+    return repo
+
+
+@pytest.mark.parametrize("name", ["pdd_wikimia25_paper", "pdd_arxivmia", "pdd_arxivmia_test", "pdd_stackmia"])
+def test_the_hub_config_and_split_of_each_task_exist_as_the_card_declares(name, hub_copies, tmp_path):
+    # The card's configs read by the real datasets.load_dataset with the task's dataset_name and
+    # test_split: the call the hub path makes, minus the network.
+    source, expected = source_of(name, hub_copies)
+    family = {"pdd_wikimia25": "wikimia25", "pdd_arxivmia": "arxivmia", "pdd_stackmia": "stackmia"}[
+        name.removesuffix("_paper").removesuffix("_test")
+    ]
+    repo = card_repo(source, family, tmp_path)
+    task = load_task(name, data_source=str(source))
+    split = datasets.load_dataset(str(repo), task.config.dataset_name, split=task.config.test_split)
+    text_field = task.config.metadata["text_field"]
+    assert [(row[text_field], row["label"]) for row in split] == expected
+
+
+def test_copyright_traps_splits_exist_as_the_card_declares(hub_copies, tmp_path):
+    repo = card_repo(hub_copies / "copyright_traps", "copyright_traps", tmp_path)
+    for name in GROUPS["pdd_copyright_traps"]:
+        config = load_task(name, data_source=str(repo)).config
+        split = datasets.load_dataset(str(repo), config.dataset_name, split=config.test_split)
+        assert [(r["text"], r["label"]) for r in split] == source_of(name, hub_copies)[1]
