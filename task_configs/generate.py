@@ -1,5 +1,6 @@
-"""Writes the task YAMLs of the families made from a list: WikiMIA-24 and WikiMIA paraphrased (one
-task per text length) and MIMIR (one task per domain), each with its group file.
+"""Writes the task YAMLs of the families made from a list, with their group files: WikiMIA-24,
+WikiMIA paraphrased and WikiMIA-25 (one task per text length), Copyright Traps (one per split) and
+MIMIR (one per domain; groups ``pdd_mimir`` and the SoK's ``pdd_mimir_sok``).
 
     python task_configs/generate.py            # rewrite the YAMLs
     python task_configs/generate.py --check    # list the YAMLs that differ from what it would write
@@ -37,23 +38,29 @@ MIMIR_HUB_NOTE = (
 )
 
 
-def wikimia_lengths(prefix: str, split: str, label: str, lengths: tuple[int, ...]) -> dict[str, dict]:
-    """One task per text length, on the Hub split ``split.format(n=...)``."""
+def split_tasks(prefix: str, splits: dict[str, tuple[str, str]], text_field: str) -> dict[str, dict]:
+    """One task per Hub split: ``{suffix: (split, label)}`` gives task ``<prefix>_<suffix>`` on
+    ``test_split: <split>`` with ``dataset_label: <label>``; labels in ``label``."""
     return {
-        f"{prefix}_{n}": {
+        f"{prefix}_{suffix}": {
             "include": "_default_template_yaml",
-            "task": f"{prefix}_{n}",
-            "test_split": split.format(n=n),
+            "task": f"{prefix}_{suffix}",
+            "test_split": split,
             "metadata": {
                 "version": 1.0,
-                "dataset_label": label.format(n=n),
+                "dataset_label": label,
                 "data_source": "hub",
-                "text_field": "input",
+                "text_field": text_field,
                 "label_field": "label",
             },
         }
-        for n in lengths
+        for suffix, (split, label) in splits.items()
     }
+
+
+def wikimia_lengths(prefix: str, split: str, label: str, lengths: tuple[int, ...]) -> dict[str, dict]:
+    """One task per text length, on the Hub split ``split.format(n=...)``; texts in ``input``."""
+    return split_tasks(prefix, {str(n): (split.format(n=n), label.format(n=n)) for n in lengths}, "input")
 
 
 def mimir_domains() -> dict[str, dict]:
@@ -79,31 +86,52 @@ def mimir_domains() -> dict[str, dict]:
     }
 
 
-#: folder: (group name, its tasks). No group aggregates its tasks: a mean of AUCs is not an AUC.
-FAMILIES = {
-    "wikimia24": (
-        "pdd_wikimia24",
-        wikimia_lengths("pdd_wikimia24", "WikiMIA_length{n}", "WikiMIA-24 (length {n})", (32, 64, 128, 256)),
-    ),
-    "wikimia_paraphrased": (
-        "pdd_wikimia_paraphrased",
-        # the paraphrased splits published by the Min-K%++ authors
-        wikimia_lengths(
-            "pdd_wikimia_paraphrased",
-            "WikiMIA_length{n}_paraphrased",
-            "WikiMIA paraphrased (length {n})",
-            (32, 64, 128),
-        ),
-    ),
-    "mimir": ("pdd_mimir", mimir_domains()),
+WIKIMIA25 = {  # task suffix: (Hub split, label). The card (SimMIA/WikiMIA-25): data/<split>-*.parquet, input, label
+    **{str(n): (f"WikiMIA_length{n}", f"WikiMIA-25 (length {n})") for n in (32, 64, 128)},
+    "paper": ("paper_subset", "WikiMIA-25 (paper subset)"),  # the paper's own selection: not in the group
 }
+#: Copyright Traps (imperial-cpg/copyright-traps): nine splits seq_len_<L>_n_rep_<R>, L tokens per
+#: trap sequence, each member repeated R times in CroissantLLM's training data; text, label.
+COPYRIGHT_TRAPS = {
+    f"{length}_{reps}": (f"seq_len_{length}_n_rep_{reps}", f"Copyright Traps ({length} tokens, {reps} repetitions)")
+    for length in (25, 50, 100)
+    for reps in (10, 100, 1000)
+}
+#: Left out of MIMIR's SoK group (Meeus et al. 2025 recommend ngram_13_0.8 "yet not the Github split").
+MIMIR_NOT_IN_SOK = ("pdd_mimir_github",)
+
+
+def _families() -> dict[str, tuple[dict[str, dict], dict[str, list[str]]]]:
+    """folder: (its tasks, its groups). No group aggregates its tasks: a mean of AUCs is not an AUC."""
+    wikimia24 = wikimia_lengths("pdd_wikimia24", "WikiMIA_length{n}", "WikiMIA-24 (length {n})", (32, 64, 128, 256))
+    # the paraphrased splits published by the Min-K%++ authors
+    paraphrased = wikimia_lengths(
+        "pdd_wikimia_paraphrased", "WikiMIA_length{n}_paraphrased", "WikiMIA paraphrased (length {n})", (32, 64, 128)
+    )
+    wikimia25 = split_tasks("pdd_wikimia25", WIKIMIA25, "input")
+    traps = split_tasks("pdd_copyright_traps", COPYRIGHT_TRAPS, "text")
+    mimir = mimir_domains()
+    return {
+        "wikimia24": (wikimia24, {"pdd_wikimia24": list(wikimia24)}),
+        "wikimia_paraphrased": (paraphrased, {"pdd_wikimia_paraphrased": list(paraphrased)}),
+        "wikimia25": (wikimia25, {"pdd_wikimia25": [name for name in wikimia25 if not name.endswith("_paper")]}),
+        "copyright_traps": (traps, {"pdd_copyright_traps": list(traps)}),
+        "mimir": (
+            mimir,
+            {"pdd_mimir": list(mimir), "pdd_mimir_sok": [name for name in mimir if name not in MIMIR_NOT_IN_SOK]},
+        ),
+    }
+
+
+FAMILIES = _families()
 
 
 def family_files(folder: str) -> dict[Path, str]:
-    """The YAML files of one family: each task's, and the group's (``_<group>.yaml``)."""
-    group, tasks = FAMILIES[folder]
+    """The YAML files of one family: each task's, and each group's (``_<group>.yaml``)."""
+    tasks, groups = FAMILIES[folder]
     files = {HERE / folder / f"{name}.yaml": config for name, config in tasks.items()}
-    files[HERE / folder / f"_{group}.yaml"] = {"group": group, "task": list(tasks), "metadata": {"version": 1.0}}
+    for group, members in groups.items():
+        files[HERE / folder / f"_{group}.yaml"] = {"group": group, "task": members, "metadata": {"version": 1.0}}
     return {path: yaml.safe_dump(config, sort_keys=False) for path, config in files.items()}
 
 

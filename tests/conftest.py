@@ -15,10 +15,17 @@ import in_process
 import pytest
 
 from pdd_tasks.loading.files import read_json, read_jsonl
-from pdd_tasks.tools.cli import tasks_path  # noqa: F401  (re-exported for the test modules)
 
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def tasks_path() -> str:
+    """This checkout's task directory (what ``lm-eval-pdd tasks-path`` gives for an install of it; an
+    editable install of another checkout would point elsewhere)."""
+    return str(REPO / "task_configs")
+
+
 SHARED = REPO.parent / "shared"
 WIKIMIA32 = REPO / "pdd_tasks" / "data" / "wikimia" / "WikiMIA_length32.jsonl"
 

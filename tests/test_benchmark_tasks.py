@@ -256,6 +256,10 @@ def test_wrong_schema_in_a_local_file_names_the_field(tmp_path):
         ("pdd_wikimia24_32", "wjfu99/WikiMIA-24"),
         ("pdd_wikimia_paraphrased_64", "zjysteven/WikiMIA_paraphrased_perturbed"),
         ("pdd_mimir_wikipedia", "iamgroot42/mimir"),
+        ("pdd_wikimia25_32", "SimMIA/WikiMIA-25"),
+        ("pdd_arxivmia_test", "zhliu/ArxivMIA"),
+        ("pdd_stackmia", "darklight03/StackMIAsub"),
+        ("pdd_copyright_traps_100_10", "imperial-cpg/copyright-traps"),
     ],
 )
 def test_offline_hub_error_names_dataset_hub_id_and_override(name, hub_id, offline_hub):

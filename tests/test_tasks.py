@@ -30,8 +30,19 @@ BENCHMARK_TASKS = (
         f"pdd_mimir_{d}"
         for d in ("arxiv", "dm_mathematics", "github", "hackernews", "pile_cc", "pubmed_central", "wikipedia")
     }
+    | {f"pdd_wikimia25_{s}" for s in ("32", "64", "128", "paper")}
+    | {"pdd_arxivmia", "pdd_arxivmia_test", "pdd_stackmia"}
+    | {f"pdd_copyright_traps_{n}_{r}" for n in (25, 50, 100) for r in (10, 100, 1000)}
 )
-BENCHMARK_GROUPS = {"pdd_wikimia", "pdd_wikimia24", "pdd_wikimia_paraphrased", "pdd_mimir"}
+BENCHMARK_GROUPS = {
+    "pdd_wikimia",
+    "pdd_wikimia24",
+    "pdd_wikimia25",
+    "pdd_wikimia_paraphrased",
+    "pdd_mimir",
+    "pdd_mimir_sok",
+    "pdd_copyright_traps",
+}
 
 
 def test_every_task_is_indexed(manager):
