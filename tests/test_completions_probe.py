@@ -59,6 +59,21 @@ def test_shifted_prompt_logprobs_are_named():
         _probe_values(aligned_response(1), IDS, k=2)
 
 
+def test_a_model_repeating_its_last_token_is_not_taken_for_a_shifted_server():
+    """A correct server and a model whose top alternative at position i is token i - 1 (small
+    random-weight models with tied embeddings repeat their input): on a comma-separated list the
+    token after a word is the one before it, which must not count as "ahead" (the vLLM server on the
+    tiny test GPT-2 was refused so before)."""
+    words = ["w0", ","] + [w for i in range(1, 6) for w in (f"n{i}", ",")]
+    values, tops = [None], [None]
+    for i in range(1, len(words)):
+        top = {words[i - 1]: -0.1, "other": -3.0}
+        values.append(top.setdefault(words[i], -6.0))
+        tops.append(top)
+    report = _probe_values(response(values, tops, tokens=words), list(range(len(words))), k=2)
+    assert (report.aligned, report.ahead) == (0, 0)
+
+
 def test_no_echo_logprobs_is_named():
     chat_like = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}}]}
     with pytest.raises(ServerCheckError, match=r"returns no prompt log-probs \(echo\).*Chat-only APIs cannot be used"):

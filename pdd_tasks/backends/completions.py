@@ -503,10 +503,15 @@ def _check_consistency(values: list, tops: list[dict], tokens: list[str], length
 
 def _check_alignment(tops: list[dict], tokens: list[str], length: int) -> tuple[int, int]:
     """``(aligned, ahead)``: positions whose most likely alternative is the prompt token there, and
-    those where it is the next prompt token; a shifted server (ahead well above aligned) is an error."""
+    those where it is the next prompt token; a shifted server (ahead well above aligned) is an error.
+
+    "Ahead" counts only positions whose next token differs from the previous one: a model that
+    predicts its last input token again (as small random-weight models with tied embeddings do) would
+    otherwise look shifted on the probe's comma-separated lists (``two , three``: the token after
+    ``two`` is the one before it)."""
     top1 = [None] + [max(tops[i].items(), key=lambda kv: kv[1])[0] for i in range(1, length)]
     aligned = sum(top1[i] == tokens[i] for i in range(1, length))
-    ahead = sum(top1[i] == tokens[i + 1] for i in range(1, length - 1))
+    ahead = sum(top1[i] == tokens[i + 1] != tokens[i - 1] for i in range(1, length - 1))
     if ahead >= 3 and ahead > 2 * aligned:
         raise ServerCheckError(
             f"its prompt log-probs are shifted by one position: at {ahead} of {length - 1} prompt positions the "
