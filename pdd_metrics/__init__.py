@@ -16,6 +16,7 @@ from .exchangeability import ExchangeabilityResult, TooFewExamples, sharded_comp
 from .methods import (
     DCPDD_ABLATIONS,
     dcpdd_score,
+    gap_k_score,
     loss_score,
     lowercase_score,
     lowest_k_count,
@@ -47,6 +48,7 @@ __all__ = [
     "con_recall_score",
     "count_token_ids",
     "dcpdd_score",
+    "gap_k_score",
     "log_reference_frequencies",
     "loss_score",
     "lowercase_score",

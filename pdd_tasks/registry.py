@@ -37,6 +37,7 @@ import numpy as np
 from pdd_metrics import (
     DCPDD_ABLATIONS,
     dcpdd_score,
+    gap_k_score,
     loss_score,
     lowercase_score,
     min_k_plus_plus_score,
@@ -165,6 +166,14 @@ class Setting:
 
 MIN_K = Setting("min_k", 0.2, fraction, "k of Min-K% Prob (Shi et al. 2024 use 0.2).")
 MIN_K_PP = Setting("min_k_pp", 0.2, fraction, "k of Min-K%++ (Zhang et al. 2025 use 0.2).")
+GAP_K = Setting("gap_k", 0.2, fraction, "k of Gap-K%, the fraction of lowest windows averaged (the authors use 0.2).")
+GAP_K_WINDOW = Setting(
+    "gap_k_window",
+    3,
+    whole_number,
+    "window of Gap-K%'s moving average, in tokens; 1 = none (the authors' scripts: 3, and 6 for LLaMA models).",
+    hint="(e.g. 3)",
+)
 DCPDD_A = Setting(
     "dcpdd_a",
     0.01,
@@ -368,6 +377,8 @@ class TextInputs:
         token_ids: the ids of those tokens.
         mu, sigma: mean and standard deviation of log p over the full next-token distribution
             (Min-K%++ Eq. 3-4; exact or a top-k estimate, as the results JSON records).
+        top1: max_v log p(v | x_<i), the most likely token's log-prob at each position (Gap-K%;
+            exact on every backend).
         log_reference_freq: log f(v) per token id (DC-PDD Eq. 5), from the run's reference table.
         extra_logprobs: method name -> log-probs of the continuation of each of its extra
             requests (:attr:`Method.extra_requests`), in the order it listed them.
@@ -383,6 +394,7 @@ class TextInputs:
     log_reference_freq: np.ndarray | None = None
     extra_logprobs: dict[str, list[np.ndarray]] = field(default_factory=dict)
     prepared: dict[str, Any] = field(default_factory=dict)
+    top1: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -563,6 +575,29 @@ register(
         label=lambda settings: f"Min-K%++ (k={settings.min_k_pp:g})",
         citation="Zhang et al., ICLR 2025, Eq. 3-4",
         settings=(MIN_K_PP,),
+    )
+)
+
+
+def _gap_k_reference(inputs: TextInputs, settings) -> float:
+    gaps = []  # g_i = (log p_i - max_v log p_i(v)) / sigma_i, sigma floored at 1e-4 (the scripts' variance clamp 1e-8)
+    for logprob, top1, sigma in zip(inputs.logprobs, inputs.top1, inputs.sigma, strict=True):
+        gaps.append((float(logprob) - float(top1)) / max(float(sigma), 1e-4))
+    w = settings.gap_k_window  # moving averages of w consecutive g_i; a text shorter than w keeps its g_i
+    windows = gaps if len(gaps) < w else [_mean(gaps[j : j + w]) for j in range(len(gaps) - w + 1)]
+    return _mean(_lowest_k(windows, settings.gap_k))
+
+
+register(
+    Method(
+        name="gap_k",
+        score=lambda inputs, settings: gap_k_score(
+            inputs.logprobs, inputs.top1, inputs.sigma, k=settings.gap_k, window=settings.gap_k_window
+        ),
+        reference=_gap_k_reference,
+        label=lambda settings: f"Gap-K% (k={settings.gap_k:g}, w={settings.gap_k_window})",
+        citation="Kwak and Kim, ACL 2026 (arXiv 2601.19936): top-1 gap / sigma, moving average, lowest k",
+        settings=(GAP_K, GAP_K_WINDOW),
     )
 )
 
