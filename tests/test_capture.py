@@ -18,9 +18,7 @@ INFO = ModelInfo(name="m", backend="hf", vocab_size=10, tokenizer_fingerprint="f
 
 
 def token_scores(top1=(-0.5, -0.7, -0.5)):
-    return TokenScores(
-        -3.5, False, [1, 2, 3], [-1.0, -2.0, -0.5], [-1.2, -1.1, -1.0], [0.5, 0.4, 0.3], INFO, top1=top1
-    )
+    return TokenScores(-3.5, False, [1, 2, 3], [-1.0, -2.0, -0.5], [-1.2, -1.1, -1.0], [0.5, 0.4, 0.3], INFO, top1=top1)
 
 
 def test_token_scores_is_the_stock_answer_tuple():
