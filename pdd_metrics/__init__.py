@@ -26,6 +26,7 @@ from .methods import (
     zlib_score,
 )
 from .neighbor import neighbor_score
+from .pac import pac_score, polarized_distance, swap_augmentations
 from .recall import con_recall_score, recall_score
 from .reference import count_token_ids, log_reference_frequencies
 from .topk import approximate_mu_sigma
@@ -56,9 +57,12 @@ __all__ = [
     "min_k_plus_plus_score",
     "min_k_score",
     "neighbor_score",
+    "pac_score",
+    "polarized_distance",
     "recall_score",
     "roc_auc",
     "small_ref_score",
+    "swap_augmentations",
     "tpr_at_fpr",
     "validate_scores_and_labels",
     "zlib_score",

@@ -46,6 +46,7 @@ from pdd_metrics import (
     small_ref_score,
     zlib_score,
 )
+from pdd_metrics.pac import PAC_FAR, PAC_LOCAL, pac_score, swap_augmentations
 from pdd_metrics.recall import con_recall_score, recall_score
 from pdd_tasks.errors import UserError
 
@@ -234,6 +235,30 @@ CON_RECALL_GAMMA = Setting(
     positive_number,
     "gamma of Con-ReCall, the weight of the member prefix (the authors report 0.1 to 1.0; fast-mia 0.5).",
     hint="(e.g. 0.5)",
+)
+
+
+# -- PAC --
+
+PAC_SETTINGS = (
+    Setting(
+        "pac",
+        False,
+        flag,
+        "PAC too: pac_augmentations word-swapped copies of each text are scored (that many more forward passes "
+        "per text).",
+        switch=True,
+    ),
+    Setting(
+        "pac_augmentations", 5, whole_number, "PAC: augmented copies per text (the authors' code: 5).", hint="(e.g. 5)"
+    ),
+    Setting(
+        "pac_alpha",
+        0.3,
+        fraction,
+        "PAC: each copy swaps two random words max(1, floor(alpha x words)) times (the authors' code: 0.3).",
+    ),
+    Setting("pac_seed", 0, whole_number_or_zero, "PAC: seed of the random word swaps (drawn per text, with the text)."),
 )
 
 
@@ -760,6 +785,38 @@ register(
         extra_requests=lambda text, settings, prefixes: [(prefixes.member, text)],
         prepare=_RECALL_PREFIXES,
         enabled=lambda settings: settings.con_recall,
+    )
+)
+
+
+# -- PAC (Ye et al., ACL 2024): the text against word-swapped copies of it --
+
+
+def _polarized_distance_reference(values) -> float:
+    highest = [-value for value in _lowest_k([-float(value) for value in values], PAC_FAR)]
+    return _mean(highest) - _mean(_lowest_k(values, PAC_LOCAL))  # far region - local region
+
+
+def _pac_reference(inputs: TextInputs, settings) -> float:
+    copies = [_polarized_distance_reference(values) for values in inputs.extra_logprobs["pac"]]
+    return _mean(copies) - _polarized_distance_reference(inputs.logprobs)  # -(PD(x) - mean PD(x~)), as ranked
+
+
+def _pac_augmentations(text: str, settings) -> list[tuple[str, str]]:
+    copies = swap_augmentations(text, settings.pac_augmentations, settings.pac_alpha, settings.pac_seed)
+    return [("", copy) for copy in copies]
+
+
+register(
+    Method(
+        name="pac",
+        score=lambda inputs, settings: pac_score(inputs.logprobs, inputs.extra_logprobs["pac"]),
+        reference=_pac_reference,
+        label=lambda settings: f"PAC (N={settings.pac_augmentations}, alpha={settings.pac_alpha:g})",
+        citation="Ye et al., ACL 2024: mean PD(swapped copies) - PD(x), PD = mean top 5% - mean bottom 30% log p",
+        settings=PAC_SETTINGS,
+        extra_requests=lambda text, settings, prepared: _pac_augmentations(text, settings),
+        enabled=lambda settings: settings.pac,
     )
 )
 

@@ -88,8 +88,8 @@ SETTINGS_CASES = [
     {},
     {"min_k": 0.5, "min_k_pp": 0.29, "dcpdd_a": 10, "con_recall": True, "recall_shots": 2, "con_recall_gamma": 0.1},
     {"min_k": 1.0, "min_k_pp": 0.05, "dcpdd_a": 0.3, "con_recall": True, "recall_shots": 2, "con_recall_gamma": 1.5},
-    {"gap_k": 0.29, "gap_k_window": 1},
-    {"gap_k": 1.0, "gap_k_window": 6},
+    {"gap_k": 0.29, "gap_k_window": 1, "pac": True, "pac_augmentations": 2},
+    {"gap_k": 1.0, "gap_k_window": 6, "pac": True, "pac_augmentations": 7, "pac_alpha": 1.0},
 ]
 
 LOG_F = np.log(np.array([0.3, 0.2, 0.15, 0.1, 0.1, 0.05, 0.05, 0.05]))
