@@ -191,6 +191,25 @@ def min_k_score(token_logprobs: np.ndarray, k: float = 0.2) -> float:
     return float(np.mean(np.sort(values)[:count]))
 
 
+def _standardized(token_logprobs, center, center_name: str, sigma, sigma_floor: float) -> np.ndarray:
+    """``(log p_i - center_i) / max(sigma_i, sigma_floor)`` in float64, after checking the three arrays
+    (finite, one value per token) and ``sigma >= 0``, ``sigma_floor > 0``: Min-K%++'s z_i (center
+    mu_i) and Gap-K%'s g_i (center the top-1 log-prob)."""
+    values = _float_array(token_logprobs, "token_logprobs")
+    center = _float_array(center, center_name)
+    sigma = _float_array(sigma, "sigma")
+    _same_length(values, "token_logprobs", center, center_name)
+    _same_length(values, "token_logprobs", sigma, "sigma")
+    if np.any(sigma < 0):
+        raise ValueError(
+            f"sigma must be >= 0 (a standard deviation); got minimum {sigma.min()} -- pass the "
+            "square root of the variance, clipping a slightly negative variance to 0 first"
+        )
+    if not (isinstance(sigma_floor, (int, float, np.integer, np.floating)) and sigma_floor > 0):
+        raise ValueError(f"sigma_floor must be a positive number, e.g. 1e-6; got {sigma_floor!r}")
+    return (values - center) / np.maximum(sigma, float(sigma_floor))
+
+
 def min_k_plus_plus_score(
     token_logprobs: np.ndarray,
     mu: np.ndarray,
@@ -218,19 +237,7 @@ def min_k_plus_plus_score(
     >>> min_k_plus_plus_score(lp, mu, sigma, k=0.5)  # z = [2.0, -0.5]; lowest one
     -0.5
     """
-    values = _float_array(token_logprobs, "token_logprobs")
-    mu = _float_array(mu, "mu")
-    sigma = _float_array(sigma, "sigma")
-    _same_length(values, "token_logprobs", mu, "mu")
-    _same_length(values, "token_logprobs", sigma, "sigma")
-    if np.any(sigma < 0):
-        raise ValueError(
-            f"sigma must be >= 0 (a standard deviation); got minimum {sigma.min()} -- pass the "
-            "square root of the variance, clipping a slightly negative variance to 0 first"
-        )
-    if not (isinstance(sigma_floor, (int, float, np.integer, np.floating)) and sigma_floor > 0):
-        raise ValueError(f"sigma_floor must be a positive number, e.g. 1e-6; got {sigma_floor!r}")
-    z = (values - mu) / np.maximum(sigma, float(sigma_floor))
+    z = _standardized(token_logprobs, mu, "mu", sigma, sigma_floor)
     count = lowest_k_count(z.size, k)
     return float(np.mean(np.sort(z)[:count]))
 
@@ -275,11 +282,8 @@ def gap_k_score(
     >>> gap_k_score(lp, top1, sigma, k=0.5, window=2)  # windows [-0.5, -0.5, -1.0]; lowest one
     -1.0
     """
-    values = _float_array(token_logprobs, "token_logprobs")
-    top1 = _float_array(top1_logprobs, "top1_logprobs")
-    sigma = _float_array(sigma, "sigma")
-    _same_length(values, "token_logprobs", top1, "top1_logprobs")
-    _same_length(values, "token_logprobs", sigma, "sigma")
+    gaps = _standardized(token_logprobs, top1_logprobs, "top1_logprobs", sigma, sigma_floor)
+    values, top1 = np.asarray(token_logprobs, dtype=np.float64), np.asarray(top1_logprobs, dtype=np.float64)
     if np.any(top1 < values - 1e-4):
         first = int(np.flatnonzero(top1 < values - 1e-4)[0])
         raise ValueError(
@@ -287,13 +291,8 @@ def gap_k_score(
             "the most likely token's log-prob at each position, never below the actual token's -- pass "
             "max_v log p(v | x_<i) of the same positions"
         )
-    if np.any(sigma < 0):
-        raise ValueError(f"sigma must be >= 0 (a standard deviation); got minimum {sigma.min()}")
     if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
         raise ValueError(f"window must be a whole number >= 1 of positions, e.g. 3; got {window!r}")
-    if not (isinstance(sigma_floor, (int, float, np.integer, np.floating)) and sigma_floor > 0):
-        raise ValueError(f"sigma_floor must be a positive number, e.g. 1e-4; got {sigma_floor!r}")
-    gaps = (values - top1) / np.maximum(sigma, float(sigma_floor))
     if gaps.size >= window:
         gaps = np.lib.stride_tricks.sliding_window_view(gaps, int(window)).mean(axis=1)
     count = lowest_k_count(gaps.size, k)

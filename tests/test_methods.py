@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import doctest
 import math
 
 import numpy as np
 import pytest
 
+import pdd_metrics.methods
 from pdd_metrics.methods import (
     DCPDD_ABLATIONS,
     dcpdd_score,
@@ -179,6 +181,11 @@ def test_min_k_plus_plus_errors():
 
 
 # ---------------------------------------------------------------- Gap-K%
+
+
+def test_doctests():
+    assert doctest.testmod(pdd_metrics.methods).failed == 0
+
 
 GAP_LP = np.array([-1.0, -3.0, -0.5, -2.0, -4.0])
 GAP_TOP1 = np.array([-1.0, -1.0, -0.5, -1.0, -0.5])
