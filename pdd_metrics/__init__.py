@@ -16,6 +16,7 @@ from .exchangeability import ExchangeabilityResult, TooFewExamples, sharded_comp
 from .methods import (
     DCPDD_ABLATIONS,
     dcpdd_score,
+    gap_k_score,
     loss_score,
     lowercase_score,
     lowest_k_count,
@@ -25,6 +26,7 @@ from .methods import (
     zlib_score,
 )
 from .neighbor import neighbor_score
+from .pac import pac_score, polarized_distance, swap_augmentations
 from .recall import con_recall_score, recall_score
 from .reference import count_token_ids, log_reference_frequencies
 from .topk import approximate_mu_sigma
@@ -47,6 +49,7 @@ __all__ = [
     "con_recall_score",
     "count_token_ids",
     "dcpdd_score",
+    "gap_k_score",
     "log_reference_frequencies",
     "loss_score",
     "lowercase_score",
@@ -54,9 +57,12 @@ __all__ = [
     "min_k_plus_plus_score",
     "min_k_score",
     "neighbor_score",
+    "pac_score",
+    "polarized_distance",
     "recall_score",
     "roc_auc",
     "small_ref_score",
+    "swap_augmentations",
     "tpr_at_fpr",
     "validate_scores_and_labels",
     "zlib_score",

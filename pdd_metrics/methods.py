@@ -21,6 +21,7 @@ from ._checks import finite_vector
 __all__ = [
     "DCPDD_ABLATIONS",
     "dcpdd_score",
+    "gap_k_score",
     "loss_score",
     "lowercase_score",
     "lowest_k_count",
@@ -190,6 +191,25 @@ def min_k_score(token_logprobs: np.ndarray, k: float = 0.2) -> float:
     return float(np.mean(np.sort(values)[:count]))
 
 
+def _standardized(token_logprobs, center, center_name: str, sigma, sigma_floor: float) -> np.ndarray:
+    """``(log p_i - center_i) / max(sigma_i, sigma_floor)`` in float64, after checking the three arrays
+    (finite, one value per token) and ``sigma >= 0``, ``sigma_floor > 0``: Min-K%++'s z_i (center
+    mu_i) and Gap-K%'s g_i (center the top-1 log-prob)."""
+    values = _float_array(token_logprobs, "token_logprobs")
+    center = _float_array(center, center_name)
+    sigma = _float_array(sigma, "sigma")
+    _same_length(values, "token_logprobs", center, center_name)
+    _same_length(values, "token_logprobs", sigma, "sigma")
+    if np.any(sigma < 0):
+        raise ValueError(
+            f"sigma must be >= 0 (a standard deviation); got minimum {sigma.min()} -- pass the "
+            "square root of the variance, clipping a slightly negative variance to 0 first"
+        )
+    if not (isinstance(sigma_floor, (int, float, np.integer, np.floating)) and sigma_floor > 0):
+        raise ValueError(f"sigma_floor must be a positive number, e.g. 1e-6; got {sigma_floor!r}")
+    return (values - center) / np.maximum(sigma, float(sigma_floor))
+
+
 def min_k_plus_plus_score(
     token_logprobs: np.ndarray,
     mu: np.ndarray,
@@ -217,21 +237,66 @@ def min_k_plus_plus_score(
     >>> min_k_plus_plus_score(lp, mu, sigma, k=0.5)  # z = [2.0, -0.5]; lowest one
     -0.5
     """
-    values = _float_array(token_logprobs, "token_logprobs")
-    mu = _float_array(mu, "mu")
-    sigma = _float_array(sigma, "sigma")
-    _same_length(values, "token_logprobs", mu, "mu")
-    _same_length(values, "token_logprobs", sigma, "sigma")
-    if np.any(sigma < 0):
-        raise ValueError(
-            f"sigma must be >= 0 (a standard deviation); got minimum {sigma.min()} -- pass the "
-            "square root of the variance, clipping a slightly negative variance to 0 first"
-        )
-    if not (isinstance(sigma_floor, (int, float, np.integer, np.floating)) and sigma_floor > 0):
-        raise ValueError(f"sigma_floor must be a positive number, e.g. 1e-6; got {sigma_floor!r}")
-    z = (values - mu) / np.maximum(sigma, float(sigma_floor))
+    z = _standardized(token_logprobs, mu, "mu", sigma, sigma_floor)
     count = lowest_k_count(z.size, k)
     return float(np.mean(np.sort(z)[:count]))
+
+
+def gap_k_score(
+    token_logprobs: np.ndarray,
+    top1_logprobs: np.ndarray,
+    sigma: np.ndarray,
+    k: float = 0.2,
+    window: int = 3,
+    sigma_floor: float = 1e-4,
+) -> float:
+    """Gap-K% (Kwak and Kim, ACL 2026, arXiv 2601.19936): mean of the lowest-k fraction of windowed
+    top-1 gaps.
+
+    ``g_i = (log p_i - max_v log p_i(v)) / max(sigma_i, sigma_floor)``: how far the actual token's
+    log-prob falls below the most likely token's at position i (0 where x_i is the top-1), in units
+    of sigma_i, the standard deviation of log p over the full next-token distribution (Min-K%++
+    Eq. 4). A moving average over ``window`` consecutive positions,
+    ``s_j = (g_j + ... + g_{j+w-1}) / w`` for j = 1..n-w+1, smooths them; a text of fewer than
+    ``window`` tokens keeps its g_i unsmoothed (as the authors' ``window_lowmean``). The score is the
+    mean of the ``max(1, floor(m*k))`` smallest of the m values. Every g_i <= 0; higher = more
+    likely a member (the paper's direction: training penalizes a gap to the top-1 token). g_i is the
+    paper's g_t (as its project page writes it); the window and the lowest-k mean are written from
+    the authors' scripts (the paper's equation numbers could not be read offline).
+
+    Defaults are those of the authors' scripts (meaoww/gap-k): k = 0.2 (``RATIO``); window 3
+    (``--window_size``; their ``wikimia.sh`` uses 6 for LLaMA models); ``sigma_floor`` 1e-4, the
+    square root of the variance clamp ``1e-8`` of their ``wikimia.py``. Computed in float64.
+
+    Args:
+        token_logprobs: shape (n,), log p_i of one text.
+        top1_logprobs: shape (n,), max_v log p_i(v), the most likely token's log-prob per position;
+            >= token_logprobs (up to 1e-4 for rounding).
+        sigma: shape (n,), sigma_i >= 0 per position.
+        k: fraction in (0, 1]; default 0.2.
+        window: whole number >= 1 of positions per moving average; 1 = no smoothing. Default 3.
+        sigma_floor: lower bound on sigma_i, > 0; default 1e-4.
+
+    >>> lp, top1 = np.array([-1.0, -3.0, -0.5, -2.0]), np.array([-1.0, -1.0, -0.5, -1.0])
+    >>> sigma = np.array([1.0, 2.0, 1.0, 0.5])  # g = [0, -1, 0, -2]
+    >>> gap_k_score(lp, top1, sigma, k=0.5, window=2)  # windows [-0.5, -0.5, -1.0]; lowest one
+    -1.0
+    """
+    gaps = _standardized(token_logprobs, top1_logprobs, "top1_logprobs", sigma, sigma_floor)
+    values, top1 = np.asarray(token_logprobs, dtype=np.float64), np.asarray(top1_logprobs, dtype=np.float64)
+    if np.any(top1 < values - 1e-4):
+        first = int(np.flatnonzero(top1 < values - 1e-4)[0])
+        raise ValueError(
+            f"top1_logprobs[{first}] = {top1[first]} is below token_logprobs[{first}] = {values[first]}; expected "
+            "the most likely token's log-prob at each position, never below the actual token's -- pass "
+            "max_v log p(v | x_<i) of the same positions"
+        )
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+        raise ValueError(f"window must be a whole number >= 1 of positions, e.g. 3; got {window!r}")
+    if gaps.size >= window:
+        gaps = np.lib.stride_tricks.sliding_window_view(gaps, int(window)).mean(axis=1)
+    count = lowest_k_count(gaps.size, k)
+    return float(np.mean(np.sort(gaps)[:count]))
 
 
 #: Keyword arguments of :func:`dcpdd_score` for the ablations named in the DC-PDD paper.

@@ -37,6 +37,7 @@ import numpy as np
 from pdd_metrics import (
     DCPDD_ABLATIONS,
     dcpdd_score,
+    gap_k_score,
     loss_score,
     lowercase_score,
     min_k_plus_plus_score,
@@ -45,6 +46,7 @@ from pdd_metrics import (
     small_ref_score,
     zlib_score,
 )
+from pdd_metrics.pac import PAC_FAR, PAC_LOCAL, pac_score, swap_augmentations
 from pdd_metrics.recall import con_recall_score, recall_score
 from pdd_tasks.errors import UserError
 
@@ -165,6 +167,14 @@ class Setting:
 
 MIN_K = Setting("min_k", 0.2, fraction, "k of Min-K% Prob (Shi et al. 2024 use 0.2).")
 MIN_K_PP = Setting("min_k_pp", 0.2, fraction, "k of Min-K%++ (Zhang et al. 2025 use 0.2).")
+GAP_K = Setting("gap_k", 0.2, fraction, "k of Gap-K%, the fraction of lowest windows averaged (the authors use 0.2).")
+GAP_K_WINDOW = Setting(
+    "gap_k_window",
+    3,
+    whole_number,
+    "window of Gap-K%'s moving average, in tokens; 1 = none (the authors' scripts: 3, and 6 for LLaMA models).",
+    hint="(e.g. 3)",
+)
 DCPDD_A = Setting(
     "dcpdd_a",
     0.01,
@@ -225,6 +235,30 @@ CON_RECALL_GAMMA = Setting(
     positive_number,
     "gamma of Con-ReCall, the weight of the member prefix (the authors report 0.1 to 1.0; fast-mia 0.5).",
     hint="(e.g. 0.5)",
+)
+
+
+# -- PAC --
+
+PAC_SETTINGS = (
+    Setting(
+        "pac",
+        False,
+        flag,
+        "PAC too: pac_augmentations word-swapped copies of each text are scored (that many more forward passes "
+        "per text).",
+        switch=True,
+    ),
+    Setting(
+        "pac_augmentations", 5, whole_number, "PAC: augmented copies per text (the authors' code: 5).", hint="(e.g. 5)"
+    ),
+    Setting(
+        "pac_alpha",
+        0.3,
+        fraction,
+        "PAC: each copy swaps two random words max(1, floor(alpha x words)) times (the authors' code: 0.3).",
+    ),
+    Setting("pac_seed", 0, whole_number_or_zero, "PAC: seed of the random word swaps (drawn per text, with the text)."),
 )
 
 
@@ -368,6 +402,8 @@ class TextInputs:
         token_ids: the ids of those tokens.
         mu, sigma: mean and standard deviation of log p over the full next-token distribution
             (Min-K%++ Eq. 3-4; exact or a top-k estimate, as the results JSON records).
+        top1: max_v log p(v | x_<i), the most likely token's log-prob at each position (Gap-K%;
+            exact on every backend).
         log_reference_freq: log f(v) per token id (DC-PDD Eq. 5), from the run's reference table.
         extra_logprobs: method name -> log-probs of the continuation of each of its extra
             requests (:attr:`Method.extra_requests`), in the order it listed them.
@@ -383,6 +419,7 @@ class TextInputs:
     log_reference_freq: np.ndarray | None = None
     extra_logprobs: dict[str, list[np.ndarray]] = field(default_factory=dict)
     prepared: dict[str, Any] = field(default_factory=dict)
+    top1: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -567,6 +604,29 @@ register(
 )
 
 
+def _gap_k_reference(inputs: TextInputs, settings) -> float:
+    gaps = []  # g_i = (log p_i - max_v log p_i(v)) / sigma_i, sigma floored at 1e-4 (the scripts' variance clamp 1e-8)
+    for logprob, top1, sigma in zip(inputs.logprobs, inputs.top1, inputs.sigma, strict=True):
+        gaps.append((float(logprob) - float(top1)) / max(float(sigma), 1e-4))
+    w = settings.gap_k_window  # moving averages of w consecutive g_i; a text shorter than w keeps its g_i
+    windows = gaps if len(gaps) < w else [_mean(gaps[j : j + w]) for j in range(len(gaps) - w + 1)]
+    return _mean(_lowest_k(windows, settings.gap_k))
+
+
+register(
+    Method(
+        name="gap_k",
+        score=lambda inputs, settings: gap_k_score(
+            inputs.logprobs, inputs.top1, inputs.sigma, k=settings.gap_k, window=settings.gap_k_window
+        ),
+        reference=_gap_k_reference,
+        label=lambda settings: f"Gap-K% (k={settings.gap_k:g}, w={settings.gap_k_window})",
+        citation="Kwak and Kim, ACL 2026 (arXiv 2601.19936): top-1 gap / sigma, moving average, lowest k",
+        settings=(GAP_K, GAP_K_WINDOW),
+    )
+)
+
+
 def _dcpdd(ablation: str | None):
     def score(inputs: TextInputs, settings) -> float:
         options = {"a": settings.dcpdd_a, **(DCPDD_ABLATIONS[ablation] if ablation else {})}
@@ -725,6 +785,38 @@ register(
         extra_requests=lambda text, settings, prefixes: [(prefixes.member, text)],
         prepare=_RECALL_PREFIXES,
         enabled=lambda settings: settings.con_recall,
+    )
+)
+
+
+# -- PAC (Ye et al., ACL 2024): the text against word-swapped copies of it --
+
+
+def _polarized_distance_reference(values) -> float:
+    highest = [-value for value in _lowest_k([-float(value) for value in values], PAC_FAR)]
+    return _mean(highest) - _mean(_lowest_k(values, PAC_LOCAL))  # far region - local region
+
+
+def _pac_reference(inputs: TextInputs, settings) -> float:
+    copies = [_polarized_distance_reference(values) for values in inputs.extra_logprobs["pac"]]
+    return _mean(copies) - _polarized_distance_reference(inputs.logprobs)  # -(PD(x) - mean PD(x~)), as ranked
+
+
+def _pac_augmentations(text: str, settings) -> list[tuple[str, str]]:
+    copies = swap_augmentations(text, settings.pac_augmentations, settings.pac_alpha, settings.pac_seed)
+    return [("", copy) for copy in copies]
+
+
+register(
+    Method(
+        name="pac",
+        score=lambda inputs, settings: pac_score(inputs.logprobs, inputs.extra_logprobs["pac"]),
+        reference=_pac_reference,
+        label=lambda settings: f"PAC (N={settings.pac_augmentations}, alpha={settings.pac_alpha:g})",
+        citation="Ye et al., ACL 2024: mean PD(swapped copies) - PD(x), PD = mean top 5% - mean bottom 30% log p",
+        settings=PAC_SETTINGS,
+        extra_requests=lambda text, settings, prepared: _pac_augmentations(text, settings),
+        enabled=lambda settings: settings.pac,
     )
 )
 

@@ -17,8 +17,8 @@ from pdd_tasks.tasks.base import BackendWithoutTokenLogprobs
 INFO = ModelInfo(name="m", backend="hf", vocab_size=10, tokenizer_fingerprint="f", distribution_stats="exact")
 
 
-def token_scores():
-    return TokenScores(-3.5, False, [1, 2, 3], [-1.0, -2.0, -0.5], [-1.2, -1.1, -1.0], [0.5, 0.4, 0.3], INFO)
+def token_scores(top1=(-0.5, -0.7, -0.5)):
+    return TokenScores(-3.5, False, [1, 2, 3], [-1.0, -2.0, -0.5], [-1.2, -1.1, -1.0], [0.5, 0.4, 0.3], INFO, top1=top1)
 
 
 def test_token_scores_is_the_stock_answer_tuple():
@@ -37,6 +37,20 @@ def test_token_scores_survive_pickling_for_use_cache():
     np.testing.assert_array_equal(restored.logprobs, np.float32([-1.0, -2.0, -0.5]))
     np.testing.assert_array_equal(restored.sigma, np.float32([0.5, 0.4, 0.3]))
     assert restored.model == INFO
+    np.testing.assert_array_equal(restored.top1, np.float32([-0.5, -0.7, -0.5]))
+
+
+def test_a_cached_answer_without_top1_is_refused_by_gap_k():
+    """An answer pickled before TokenScores carried top1 (9 arguments) loads with top1 None, and the
+    task refuses it naming the cache file as the cause, instead of failing inside Gap-K%."""
+    from pdd_tasks.tasks.base import AnswersWithoutTop1
+
+    old_arguments = token_scores().__reduce__()[1][:9]  # what an older pickle stored: no top1
+    restored = TokenScores(*old_arguments)  # what unpickling it calls
+    assert restored.top1 is None and restored == (-3.5, False)
+    task = TaskManager(include_path=tasks_path()).load("pdd_wikimia_32")["tasks"]["pdd_wikimia_32"]
+    with pytest.raises(AnswersWithoutTop1, match="--use_cache file written by an earlier lm-eval-pdd"):
+        task.process_results({"text": "a b c", "label": 1}, [restored, restored])
 
 
 def test_hf_pdd_is_a_registered_hflm_subclass():

@@ -126,6 +126,7 @@ def test_exact_mode_equals_the_hf_capture(tiny_model, hf_scores):
         np.testing.assert_allclose(got.logprobs, want.logprobs, atol=1e-5)
         np.testing.assert_allclose(got.mu, want.mu, atol=1e-5)
         np.testing.assert_allclose(got.sigma, want.sigma, atol=1e-5)
+        np.testing.assert_allclose(got.top1, want.top1, atol=1e-5)
         assert got[0] == pytest.approx(want[0], abs=1e-4) and got[1] == want[1]
         assert got.model.backend == "vllm" and got.model.vocab_size == vocab
         assert got.model.distribution_stats.startswith("exact")
@@ -138,6 +139,7 @@ def test_topk_mode_is_the_documented_approximation(tiny_model, vllm_lm, hf_score
     vocab = vllm_lm.model.llm_engine.model_config.get_vocab_size()
     for got, want in zip(answers, hf_scores, strict=True):
         np.testing.assert_allclose(got.logprobs, want.logprobs, atol=1e-5)  # token log-probs stay exact
+        np.testing.assert_allclose(got.top1, want.top1, atol=1e-5)  # so does the top-1 (Gap-K%), at any k
         # independent: the k largest of the full distribution, plus the actual token
         rows = full_logprobs(tiny_model, [vllm_lm.prefix_token_id] + list(want.token_ids))[:-1].double().numpy()
         top = [np.sort(row)[::-1][:k] for row in rows]

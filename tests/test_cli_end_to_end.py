@@ -55,7 +55,8 @@ def run_pdd(
 
 
 def direct_token_stats(model, tokenizer, text):
-    """log p(x_i | x_<i), mu_i, sigma_i from a plain transformers forward pass after <|endoftext|>."""
+    """log p(x_i | x_<i), mu_i, sigma_i and max_v log p_i(v) from a plain transformers forward pass after
+    <|endoftext|>."""
     ids = tokenizer(text, add_special_tokens=False).input_ids
     inputs = torch.tensor([[tokenizer.eos_token_id] + ids])
     with torch.no_grad():
@@ -64,7 +65,7 @@ def direct_token_stats(model, tokenizer, text):
     p = logp.exp()
     mu = (p * logp).sum(-1)
     sigma = ((p * (logp - mu[:, None]) ** 2).sum(-1)).sqrt()
-    return np.array(ids), token_logp, mu.numpy(), sigma.numpy()
+    return np.array(ids), token_logp, mu.numpy(), sigma.numpy(), logp.max(-1).values.numpy()
 
 
 def scores_by_doc(samples):
@@ -90,12 +91,12 @@ def test_log_samples_equal_direct_forward_pass(runs, tiny_model, tiny_table):
     settings = ScoringSettings()
     for sample in samples:
         text = sample["doc"]["text"]
-        ids, logp, mu, sigma = direct_token_stats(model, tokenizer, text)
+        ids, logp, mu, sigma, top1 = direct_token_stats(model, tokenizer, text)
         extra = {}  # each default method's extra requests (Lowercase: the lowercased text), scored directly
         for method, context, continuation in extra_requests(text, settings):
             assert not context, "a default method with a prefixed request: score it here after its context"
             extra.setdefault(method, []).append(direct_token_stats(model, tokenizer, continuation)[1])
-        inputs = TextInputs(text, logp, ids, mu, sigma, log_freq, extra)
+        inputs = TextInputs(text, logp, ids, mu, sigma, log_freq, extra, top1=top1)
         for method in DEFAULT_METHODS:
             value = METHODS[method].reference(inputs, settings)  # the registry's plain computation
             score, label = sample[f"{method}_auc"]

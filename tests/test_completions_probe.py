@@ -116,3 +116,4 @@ def test_token_scores_take_the_text_positions_only():
     mu, sigma = approximate_mu_sigma(alternatives, values, 100)
     np.testing.assert_allclose(scores.mu, mu)
     np.testing.assert_allclose(scores.sigma, sigma)
+    np.testing.assert_allclose(scores.top1, [max(*alt, v) for alt, v in zip(alternatives, values, strict=True)])

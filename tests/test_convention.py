@@ -91,10 +91,29 @@ def script_token_values(model, tokenizer, text: str):
     return scored.numpy(), token_log_probs.numpy(), mu.numpy(), variance.numpy()
 
 
+def script_gap_k(model, tokenizer, text: str, window: int = 3, ratio: float = 0.2) -> float:
+    """Gap-K% as the authors' ``wikimia.py`` (meaoww/gap-k) computes it: the same tokens as ``run.py``;
+    ``gap = log p(x_i) - log p(argmax logits)``, divided by ``sqrt(clamp(sum p (log p)^2 - mu^2, 1e-8))``;
+    ``window_lowmean``: ``np.convolve`` with a box of ``window`` ones / ``window`` (mode ``valid``; the
+    raw gaps when fewer than ``window``), then the mean of the ``max(1, int(len * ratio))`` lowest."""
+    input_ids = torch.tensor(tokenizer.encode(text)).unsqueeze(0)
+    with torch.no_grad():
+        logits = model(input_ids).logits[0, :-1].double()
+    probs, log_probs = torch.softmax(logits, dim=-1), torch.log_softmax(logits, dim=-1)
+    token_log_probs = log_probs.gather(dim=-1, index=input_ids[0, 1:].unsqueeze(-1)).squeeze(-1)
+    mu = (probs * log_probs).sum(-1)
+    variance = torch.clamp((probs * torch.square(log_probs)).sum(-1) - torch.square(mu), min=1e-8)
+    top1 = log_probs.gather(dim=-1, index=torch.argmax(logits, dim=-1).unsqueeze(-1)).squeeze(-1)
+    gaps = ((token_log_probs - top1) / variance.sqrt()).numpy()
+    smoothed = gaps if gaps.size < window else np.convolve(gaps, np.ones(window) / window, mode="valid")
+    return float(np.mean(np.sort(smoothed)[: max(1, int(len(smoothed) * ratio))]))
+
+
 def script_scores(model, tokenizer, text: str, counts: np.ndarray) -> dict[str, float]:
     """Each default method's score of ``text`` as the scripts compute it, oriented higher = member.
 
     Loss, Zlib, Min-K% (k=0.2), Min-K%++ (k=0.2): ``run.py`` (its scores are larger for members).
+    Gap-K% (k=0.2, window 3): the Gap-K% authors' ``wikimia.py`` (larger for members), :func:`script_gap_k`.
     Lowercase and DC-PDD: ``com_det_sco.py`` ``cal_met``, whose scores are larger for non-members
     (``roc_curve(x, -score)``): Lowercase here is the reciprocal of its ``log(tar_ppl)/log(low_ppl)``,
     DC-PDD the negative of its ``-mean(ce)``. The reference frequencies are the script's smoothed
@@ -120,6 +139,7 @@ def script_scores(model, tokenizer, text: str, counts: np.ndarray) -> dict[str, 
         "zlib": ll / len(zlib.compress(bytes(text, "utf-8"))),
         "min_k": np.mean(np.sort(lp)[:k]),
         "min_k_pp": np.mean(np.sort(mink_plus)[:k]),
+        "gap_k": script_gap_k(model, tokenizer, text),
         "lowercase": 1 / (np.log(tar_ppl) / np.log(low_ppl)),
         "dcpdd": np.mean(ce),  # the script's pred["DC-PDD"] = -np.mean(ce), larger for non-members
     }

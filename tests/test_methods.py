@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import doctest
 import math
 
 import numpy as np
 import pytest
 
+import pdd_metrics.methods
 from pdd_metrics.methods import (
     DCPDD_ABLATIONS,
     dcpdd_score,
+    gap_k_score,
     loss_score,
     lowercase_score,
     lowest_k_count,
@@ -175,6 +178,89 @@ def test_min_k_plus_plus_errors():
         min_k_plus_plus_score(LP, MU, SIGMA, sigma_floor=0.0)
     with pytest.raises(ValueError, match="k must be"):
         min_k_plus_plus_score(LP, MU, SIGMA, k=0)
+
+
+# ---------------------------------------------------------------- Gap-K%
+
+
+def test_doctests():
+    assert doctest.testmod(pdd_metrics.methods).failed == 0
+
+
+GAP_LP = np.array([-1.0, -3.0, -0.5, -2.0, -4.0])
+GAP_TOP1 = np.array([-1.0, -1.0, -0.5, -1.0, -0.5])
+GAP_SIGMA = np.array([1.0, 2.0, 1.0, 0.5, 0.0])
+# g = [0, -2/2, 0, -1/0.5, -3.5/max(0, 1e-4)] = [0, -1, 0, -2, -35000]
+
+
+def test_gap_k_windows_then_lowest_k():
+    # window 2: [-0.5, -0.5, -1, -17501]; k = 0.5 -> 2 lowest -> (-1 - 17501) / 2
+    assert gap_k_score(GAP_LP, GAP_TOP1, GAP_SIGMA, k=0.5, window=2) == pytest.approx(-17502 / 2)
+    # window 3: [-1/3, -1, -35002/3]; default k = 0.2 -> floor(0.6) -> 1 value
+    assert gap_k_score(GAP_LP, GAP_TOP1, GAP_SIGMA) == pytest.approx(-35002 / 3)
+    # window 1 is no smoothing: k = 0.4 -> the 2 lowest g_i
+    assert gap_k_score(GAP_LP, GAP_TOP1, GAP_SIGMA, k=0.4, window=1) == pytest.approx((-2 - 35000) / 2)
+
+
+def test_gap_k_text_shorter_than_the_window_keeps_its_gaps():
+    # 3 tokens, window 6: g = [0, -1, 0] unsmoothed; k = 0.34 -> floor(1.02) = 1 -> -1
+    assert gap_k_score(GAP_LP[:3], GAP_TOP1[:3], GAP_SIGMA[:3], k=0.34, window=6) == pytest.approx(-1.0)
+    # exactly the window: one average
+    assert gap_k_score(GAP_LP[:3], GAP_TOP1[:3], GAP_SIGMA[:3], window=3) == pytest.approx(-1 / 3)
+
+
+def test_gap_k_every_token_the_top1_scores_zero_the_maximum():
+    assert gap_k_score(GAP_TOP1, GAP_TOP1, GAP_SIGMA) == 0.0
+    assert gap_k_score(GAP_LP, GAP_TOP1, GAP_SIGMA) < 0.0
+
+
+def test_gap_k_sigma_floor_is_the_scripts_variance_clamp():
+    # the authors' wikimia.py divides by sqrt(clamp(variance, 1e-8)): sigma 0 -> 1e-4, sigma 5e-5 -> 1e-4
+    lp, top1 = np.array([-1.0]), np.array([-0.5])
+    assert gap_k_score(lp, top1, np.array([0.0])) == pytest.approx(-0.5 / 1e-4)
+    assert gap_k_score(lp, top1, np.array([5e-5])) == pytest.approx(-0.5 / 1e-4)
+    assert gap_k_score(lp, top1, np.array([0.0]), sigma_floor=0.5) == pytest.approx(-1.0)
+
+
+def _authors_window_lowmean(gaps: np.ndarray, window: int, ratio: float) -> float:
+    """``window_lowmean`` of the Gap-K% scripts (meaoww/gap-k ``wikimia.py``), written out."""
+    smoothed = gaps if gaps.size < window else np.convolve(gaps, np.ones(window) / window, mode="valid")
+    return float(np.mean(np.sort(smoothed)[: max(1, int(len(smoothed) * ratio))]))
+
+
+@pytest.mark.parametrize("window", [1, 3, 6])
+@pytest.mark.parametrize("ratio", [0.2, 0.5, 1.0])
+def test_gap_k_equals_the_authors_formula(window, ratio):
+    """The authors' computation on the same per-token values: gap / sqrt(clamp(variance, 1e-8)), then
+    window_lowmean (lengths 1 to 40: shorter than, equal to and longer than the window)."""
+    rng = np.random.default_rng(window * 10 + int(ratio * 10))
+    for n in range(1, 41):
+        lp = -rng.exponential(2.0, n)
+        top1 = np.maximum(lp, -rng.exponential(0.5, n)) * (rng.random(n) < 0.6) + lp * (rng.random(n) >= 0.6)
+        top1 = np.maximum(top1, lp)
+        variance = rng.random(n) * 3 * (rng.random(n) < 0.9)  # some exactly 0
+        gaps = (lp - top1) / np.sqrt(np.clip(variance, 1e-8, None))
+        expected = _authors_window_lowmean(gaps, window, ratio)
+        got = gap_k_score(lp, top1, np.sqrt(variance), k=ratio, window=window)
+        assert got == pytest.approx(expected, rel=1e-12, abs=1e-12), n
+
+
+def test_gap_k_errors():
+    with pytest.raises(ValueError, match="token_logprobs has 5 values but top1_logprobs has 4"):
+        gap_k_score(GAP_LP, GAP_TOP1[:4], GAP_SIGMA)
+    with pytest.raises(ValueError, match="token_logprobs has 5 values but sigma has 2"):
+        gap_k_score(GAP_LP, GAP_TOP1, GAP_SIGMA[:2])
+    with pytest.raises(ValueError, match=r"top1_logprobs\[1\] = -4.0 is below token_logprobs\[1\] = -3.0"):
+        gap_k_score(GAP_LP, np.array([-1.0, -4.0, -0.5, -1.0, -0.5]), GAP_SIGMA)
+    with pytest.raises(ValueError, match="sigma must be >= 0"):
+        gap_k_score(GAP_LP, GAP_TOP1, -GAP_SIGMA - 1)
+    for window in (0, 2.0, True):
+        with pytest.raises(ValueError, match="window must be a whole number >= 1"):
+            gap_k_score(GAP_LP, GAP_TOP1, GAP_SIGMA, window=window)
+    with pytest.raises(ValueError, match="k must be"):
+        gap_k_score(GAP_LP, GAP_TOP1, GAP_SIGMA, k=0)
+    with pytest.raises(ValueError, match="top1_logprobs has 1 non-finite"):
+        gap_k_score(GAP_LP, np.array([-1.0, np.nan, -0.5, -1.0, -0.5]), GAP_SIGMA)
 
 
 # ---------------------------------------------------------------- DC-PDD

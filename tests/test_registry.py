@@ -50,7 +50,9 @@ class Prepared:
 def text_inputs(text, logprobs, token_ids, mu, sigma, log_freq, settings, seed=0, prefixed="paper"):
     """TextInputs of one text for every registered method: the extra requests each method asks for
     (random log-probs; a request after a context scores the text's n tokens, n + 1 under
-    ``prefixed="reference-code"``, fewer under ``"truncated"``) and one prepared object for all."""
+    ``prefixed="reference-code"``, fewer under ``"truncated"``), one prepared object for all, and a
+    top-1 log-prob per position at or above both log p_i and mu_i (x_i is the top-1 at about half
+    of the positions)."""
     rng = np.random.default_rng(seed)
     logprobs = np.asarray(logprobs, dtype=float)
     prepared = Prepared(-rng.random(int(rng.integers(1, 9))) * 5)
@@ -66,6 +68,8 @@ def text_inputs(text, logprobs, token_ids, mu, sigma, log_freq, settings, seed=0
             else:
                 size = logprobs.size + (prefixed == "reference-code")
             extra.setdefault(name, []).append(-rng.random(size) * 4)
+    ceiling = np.maximum(logprobs, np.asarray(mu, dtype=float))
+    top1 = np.minimum(0.0, ceiling + np.where(rng.random(logprobs.size) < 0.5, 0.0, rng.random(logprobs.size)))
     return TextInputs(
         text=text,
         logprobs=logprobs,
@@ -75,6 +79,7 @@ def text_inputs(text, logprobs, token_ids, mu, sigma, log_freq, settings, seed=0
         log_reference_freq=np.asarray(log_freq, dtype=float),
         extra_logprobs=extra,
         prepared={name: prepared for name in METHODS},
+        top1=top1,
     )
 
 
@@ -83,6 +88,8 @@ SETTINGS_CASES = [
     {},
     {"min_k": 0.5, "min_k_pp": 0.29, "dcpdd_a": 10, "con_recall": True, "recall_shots": 2, "con_recall_gamma": 0.1},
     {"min_k": 1.0, "min_k_pp": 0.05, "dcpdd_a": 0.3, "con_recall": True, "recall_shots": 2, "con_recall_gamma": 1.5},
+    {"gap_k": 0.29, "gap_k_window": 1, "pac": True, "pac_augmentations": 2},
+    {"gap_k": 1.0, "gap_k_window": 6, "pac": True, "pac_augmentations": 7, "pac_alpha": 1.0},
 ]
 
 LOG_F = np.log(np.array([0.3, 0.2, 0.15, 0.1, 0.1, 0.05, 0.05, 0.05]))
@@ -185,7 +192,7 @@ def test_every_method_refuses_an_empty_text_a_nan_and_a_2d_array(name, bad, mess
     settings = ScoringSettings()
     inputs = text_inputs("Hello", [-1.0, -2.0, -0.5], [1, 2, 3], [-1.0] * 3, [1.0] * 3, LOG_F, settings)
     inputs = dataclasses.replace(inputs, logprobs=bad, token_ids=np.arange(bad.size), mu=np.full(bad.shape, -1.0))
-    inputs = dataclasses.replace(inputs, sigma=np.ones(bad.shape))
+    inputs = dataclasses.replace(inputs, sigma=np.ones(bad.shape), top1=np.zeros(bad.shape))
     with pytest.raises(ValueError, match=message):
         METHODS[name].score(inputs, settings)
 
@@ -208,8 +215,8 @@ def test_names_are_metric_prefixes_and_citations_are_given():
         assert method.citation
 
 
-def test_defaults_are_the_six_base_methods_in_table_order():
-    assert DEFAULT_METHODS == ("loss", "zlib", "lowercase", "min_k", "min_k_pp", "dcpdd")
+def test_defaults_are_the_seven_base_methods_in_table_order():
+    assert DEFAULT_METHODS == ("loss", "zlib", "lowercase", "min_k", "min_k_pp", "gap_k", "dcpdd")
     assert ScoringSettings.from_metadata({"dcpdd_ablations": True}).methods == DEFAULT_METHODS + (
         "dcpdd_cld",
         "dcpdd_lup",
@@ -247,6 +254,7 @@ def test_extra_requests_follow_the_methods_in_effect():
     [
         ({"min_k": True}, r"min_k=True: expected a fraction in \(0, 1\]"),
         ({"min_k_pp": 1.5}, r"min_k_pp=1.5: expected a fraction"),
+        ({"gap_k_window": 0}, r"gap_k_window=0: expected a whole number >= 1\. \(e\.g\. 3\)"),
         ({"dcpdd_a": False}, r"dcpdd_a=False: expected a positive number\. \(paper: 0.01 or 10\)"),
         ({"topk_logprobs": 2.0}, r"topk_logprobs=2.0: expected a whole number >= 1"),
         ({"freq_table": 3}, r"freq_table=3: expected a file path"),
@@ -262,6 +270,7 @@ def test_labels_are_built_from_the_settings_in_effect():
     assert registry.label("min_k", ScoringSettings()) == "Min-K% (k=0.2)"
     assert registry.label("min_k", ScoringSettings.from_metadata({"min_k": 0.1})) == "Min-K% (k=0.1)"
     assert registry.label("dcpdd", ScoringSettings.from_metadata({"dcpdd_a": 10})) == "DC-PDD (a=10)"
+    assert registry.label("gap_k", ScoringSettings.from_metadata({"gap_k_window": 6})) == "Gap-K% (k=0.2, w=6)"
 
 
 def test_the_table_labels_a_method_with_the_k_the_task_ran_with():

@@ -87,7 +87,7 @@ def test_report_numbers_plots_and_html(two_runs, tiny_model, tiny_table, tmp_pat
 
     # the leaderboard: one row per (run, task, method) of both runs, numbers equal to the results JSON
     board = json.loads((report / "leaderboard.json").read_text())
-    assert len(board) == 2 * 7 and {row["run"] for row in board} == {str(f) for f in files}
+    assert len(board) == 2 * (1 + len(DEFAULT_METHODS)) and {row["run"] for row in board} == {str(f) for f in files}
     by_file = dict(zip(map(str, files), results, strict=True))
     for row in board:
         values = by_file[row["run"]]["results"][row["task"]]

@@ -15,7 +15,8 @@ def unchunked(logits, targets):
     probs = logprobs.exp()
     mu = (probs * logprobs).sum(-1)
     sigma = (probs * (logprobs - mu.unsqueeze(-1)).square()).sum(-1).clamp_min(0).sqrt()
-    return token, mu, sigma, bool((logprobs.argmax(-1) == targets).all())
+    top1 = logprobs.gather(-1, logprobs.argmax(-1, keepdim=True)).squeeze(-1)  # as the Gap-K% scripts pick it
+    return token, mu, sigma, top1, bool((logprobs.argmax(-1) == targets).all())
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -25,8 +26,8 @@ def test_chunks_give_the_unchunked_values(dtype, chunk_elements):
     logits = (torch.randn(37, 50, generator=generator) * 4).to(dtype)
     targets = torch.randint(0, 50, (37,), generator=generator)
     stats = position_stats(logits, targets, chunk_elements=chunk_elements)
-    token, mu, sigma, greedy = unchunked(logits, targets)
-    for got, want in ((stats.logprobs, token), (stats.mu, mu), (stats.sigma, sigma)):
+    token, mu, sigma, top1, greedy = unchunked(logits, targets)
+    for got, want in ((stats.logprobs, token), (stats.mu, mu), (stats.sigma, sigma), (stats.top1, top1)):
         assert got.dtype == torch.float32 and got.shape == (37,)
         torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
     assert stats.is_greedy == greedy is False
@@ -36,6 +37,8 @@ def test_greedy_text_and_shape_errors():
     logits = torch.full((3, 5), -1.0)
     targets = torch.tensor([0, 2, 4])
     logits[torch.arange(3), targets] = 3.0
-    assert position_stats(logits, targets, chunk_elements=5).is_greedy
+    stats = position_stats(logits, targets, chunk_elements=5)
+    assert stats.is_greedy
+    torch.testing.assert_close(stats.top1, stats.logprobs, rtol=0, atol=0)  # every x_i is the top-1
     with pytest.raises(ValueError, match=r"expected logits \(n, V\) and targets \(n,\)"):
         position_stats(logits, targets[:2])

@@ -117,10 +117,22 @@ class TokenScores(tuple):
         truncated_tokens: how many tokens were cut from the end of the text to fit the context.
         convention: the request's ``convention`` (which tokens were scored), set by
             :func:`answer_per_token`; a ``--use_cache`` answer of another convention is refused.
+        top1: float32, max_v log p(v | x_<i), the most likely token's log-prob at position i
+            (Gap-K%); None in a ``--use_cache`` answer written before it was recorded.
     """
 
     def __new__(
-        cls, logprob_sum, is_greedy, token_ids, logprobs, mu, sigma, model, truncated_tokens=0, convention="paper"
+        cls,
+        logprob_sum,
+        is_greedy,
+        token_ids,
+        logprobs,
+        mu,
+        sigma,
+        model,
+        truncated_tokens=0,
+        convention="paper",
+        top1=None,
     ):
         self = super().__new__(cls, (float(logprob_sum), bool(is_greedy)))
         self.token_ids = np.asarray(token_ids, dtype=np.int64)
@@ -130,6 +142,7 @@ class TokenScores(tuple):
         self.model = model
         self.truncated_tokens = int(truncated_tokens)
         self.convention = convention
+        self.top1 = None if top1 is None else np.asarray(top1, dtype=np.float32)
         return self
 
     def __reduce__(self):  # keeps the arrays through pickling (--use_cache)
@@ -145,6 +158,7 @@ class TokenScores(tuple):
                 self.model,
                 self.truncated_tokens,
                 self.convention,
+                self.top1,
             ),
         )
 

@@ -15,7 +15,9 @@ log-probs and discards them. :func:`score_per_token_api` answers the pdd tasks'
   ``top_logprobs`` at the same position, from which Min-K%++'s mu/sigma are estimated
   (:func:`pdd_metrics.topk.approximate_mu_sigma`: the unreported mass spread uniformly over the rest
   of the vocabulary). Loss, Zlib, Lowercase, Min-K% and DC-PDD are therefore exact; Min-K%++ is an
-  approximation, recorded as such in the results JSON.
+  approximation, recorded as such in the results JSON. Gap-K%'s top-1 log-prob is the largest
+  reported value (exact: the most likely token is among the k >= 1 alternatives); its sigma is the
+  same estimate.
 
 Before the first text is scored, :func:`check_server` sends one short probe and stops the run with a
 message naming the fault when the server cannot give correct prompt log-probs: no ``echo`` log-probs
@@ -541,8 +543,9 @@ def token_scores_from_choice(
     alternatives = [np.fromiter(t.values(), dtype=np.float64, count=len(t)) for t in tops[context_length:]]
     mu, sigma = approximate_mu_sigma(alternatives, token_logprobs, info.vocab_size)
     is_greedy = all(v >= alt.max() - 1e-6 for v, alt in zip(token_logprobs, alternatives, strict=True))
+    top1 = [max(float(v), float(alt.max(initial=-np.inf))) for v, alt in zip(token_logprobs, alternatives, strict=True)]
     return TokenScores(
-        token_logprobs.sum(), is_greedy, prompt[context_length:], token_logprobs, mu, sigma, info, truncated
+        token_logprobs.sum(), is_greedy, prompt[context_length:], token_logprobs, mu, sigma, info, truncated, top1=top1
     )
 
 

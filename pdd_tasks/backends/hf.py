@@ -113,7 +113,7 @@ def _hf_batches(lm):
 
 
 def _answer_batch(lm, info: ModelInfo, batch: list[EncodedText], cuts: list[int]) -> list[TokenScores]:
-    """One forward pass for a batch of texts: per-token log-probs, mu and sigma, in float32.
+    """One forward pass for a batch of texts: per-token log-probs, mu, sigma and the top-1 log-prob, in float32.
 
     Right padding and the model call are those of ``HFLM._loglikelihood_tokens``. The log-softmax
     and mu/sigma (Min-K%++ Eq. 3-4, over the full vocabulary) are computed on the model's device a
@@ -141,6 +141,7 @@ def _answer_batch(lm, info: ModelInfo, batch: list[EncodedText], cuts: list[int]
                 stats.sigma.cpu().numpy(),
                 info,
                 truncated_tokens=cut,
+                top1=stats.top1.cpu().numpy(),
             )
         )
     return answers

@@ -1,7 +1,8 @@
 """Per-token values from a model's logits, computed a few positions at a time.
 
-The HF capture needs, for every scored position i, log p(x_i | x_<i) and the mean and standard
-deviation of log p over the whole next-token distribution (Min-K%++ Eq. 3-4). Taking the
+The HF capture needs, for every scored position i, log p(x_i | x_<i), the most likely token's
+log-prob (Gap-K%) and the mean and standard deviation of log p over the whole next-token
+distribution (Min-K%++ Eq. 3-4). Taking the
 log-softmax of a whole batch at once, as the stock backend does, holds a second ``[batch, length,
 vocab]`` float32 tensor beside the logits, and the statistics add several more of one text's size.
 Here the positions of one text are taken in chunks whose ``positions x vocab`` float32 temporaries
@@ -29,17 +30,19 @@ class PositionStats:
         logprobs: log p(x_i | x_<i), shape (n,).
         mu: sum_v p_v log p_v at each position, shape (n,).
         sigma: sqrt(sum_v p_v (log p_v - mu)^2), shape (n,).
+        top1: max_v log p_v at each position (the most likely token's log-prob), shape (n,).
         is_greedy: whether every x_i is the most likely token at its position.
     """
 
     logprobs: torch.Tensor
     mu: torch.Tensor
     sigma: torch.Tensor
+    top1: torch.Tensor
     is_greedy: bool
 
 
 def position_stats(logits: torch.Tensor, targets: torch.Tensor, chunk_elements: int = CHUNK_ELEMENTS) -> PositionStats:
-    """Log-probs of ``targets`` and the distribution's mean and standard deviation of log p.
+    """Log-probs of ``targets``, the largest log-prob, and the distribution's mean and standard deviation of log p.
 
     Args:
         logits: shape (n, V), the model's outputs at the positions that predict x_1..x_n (any
@@ -56,17 +59,18 @@ def position_stats(logits: torch.Tensor, targets: torch.Tensor, chunk_elements: 
             f"expected logits (n, V) and targets (n,); got {tuple(logits.shape)} and {tuple(targets.shape)}"
         )
     step = max(1, chunk_elements // max(1, logits.shape[1]))
-    logprobs, mus, sigmas = [], [], []
+    logprobs, mus, sigmas, tops = [], [], [], []
     greedy = True
     for start in range(0, logits.shape[0], step):
         block = F.log_softmax(logits[start : start + step], dim=-1, dtype=torch.float32)
         wanted = targets[start : start + step]
         logprobs.append(block.gather(-1, wanted.unsqueeze(-1)).squeeze(-1))
         greedy = greedy and bool((block.argmax(-1) == wanted).all())
+        tops.append(block.amax(-1))
         probs = block.exp()
         mu = (probs * block).sum(-1)
         block.sub_(mu.unsqueeze(-1)).square_()  # block is not needed as log-probs any more
         sigmas.append((probs * block).sum(-1).clamp_min(0).sqrt())
         mus.append(mu)
         del block, probs
-    return PositionStats(torch.cat(logprobs), torch.cat(mus), torch.cat(sigmas), greedy)
+    return PositionStats(torch.cat(logprobs), torch.cat(mus), torch.cat(sigmas), torch.cat(tops), greedy)

@@ -12,7 +12,8 @@ instead (``VLLM.loglikelihood`` routes them here: patch ``vllm-loglikelihood`` o
   ``_model_generate`` (so data parallelism and LoRA work as in the stock path);
 * ``prompt_logprobs=k`` (task setting ``topk_logprobs``, default 20 = vLLM's default
   ``max_logprobs``): vLLM returns, for every prompt position, the actual token and the k most likely
-  ones. The token log-probs are exact; Min-K%++'s mu/sigma are estimated from the top k with
+  ones. The token log-probs and the top-1 log-prob (Gap-K%) are exact; Min-K%++'s mu/sigma (and
+  Gap-K%'s sigma) are estimated from the top k with
   :func:`pdd_metrics.approximate_mu_sigma` (the unreported mass spread uniformly over the rest of
   the vocabulary);
 * or, with task setting ``exact_mu_sigma: true``, ``prompt_logprobs=-1``: the whole distribution,
@@ -293,6 +294,12 @@ def mu_sigma_from_listed(
     return np.concatenate(mus), np.concatenate(sigmas)
 
 
+def top1_from_listed(parsed: ParsedPrompt) -> np.ndarray:
+    """Gap-K%'s max_v log p_i(v) per scored token: the largest value vLLM listed at the position, exact
+    in both modes (the top k always include the most likely token; k >= 1)."""
+    return np.array([values.max() for values in parsed.listed], dtype=np.float64)
+
+
 def _vllm_batches(lm, wanted: LogprobRequest, vocab_size: int):
     """Stock batching of a sorted ``Collator`` (``batch_size`` prompts, all at once for ``auto``); exact
     mode also caps the log-prob values per call at :data:`EXACT_ENTRIES_PER_BATCH`."""
@@ -340,6 +347,7 @@ def _answer_batch(lm, batch: list[EncodedText], cuts: list[int], params, wanted:
                 sigma,
                 info,
                 truncated_tokens=cut,
+                top1=top1_from_listed(parsed),
             )
         )
     return answers

@@ -109,6 +109,10 @@ class AnswersFromAnotherConvention(UserError):
     """The backend's answers were scored under another ``convention`` (a shared ``--use_cache`` file)."""
 
 
+class AnswersWithoutTop1(UserError):
+    """The backend's answers lack the top-1 log-probs Gap-K% reads (a ``--use_cache`` file of an earlier version)."""
+
+
 def _same_model(expected: str, name: str) -> bool:
     """Whether model name/path ``expected`` (from --model_args) names the model ``name`` reports."""
     if expected == name:
@@ -288,6 +292,12 @@ class MembershipInferenceTask(ConfigurableTask):
                     f"echoes prompt log-probs); this backend does not hand them over."
                 )
         self.check_convention(results)
+        if "gap_k" in self.settings.methods and results[0].top1 is None:
+            raise AnswersWithoutTop1(
+                f"{self.config.task}: the per-token answers carry no top-1 log-probs, which Gap-K% reads: a "
+                f"--use_cache file written by an earlier lm-eval-pdd answered this run. Delete that cache file, or "
+                f"give this run a --use_cache path of its own (e.g. --use_cache cache/<model name>-v2)."
+            )
         scores = self.score_results(doc, results)
         label = int(doc["label"])
         return {
@@ -318,6 +328,7 @@ class MembershipInferenceTask(ConfigurableTask):
             log_reference_freq=self.reference_log_frequencies(scores.model),
             extra_logprobs=extra,
             prepared=self.prepared(),
+            top1=scores.top1,
         )
         return score_text(inputs, self.settings)
 
