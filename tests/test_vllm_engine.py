@@ -382,12 +382,8 @@ def test_stock_task_answers_unchanged_beside_pdd_tasks(vllm_exact, vllm_topk, ti
     expected = stock_answers(alone)
     assert len(expected) == 12 * 3
     assert "token_scores" not in read_results(alone)["configs"][STOCK]["metadata"]
-    for beside in (vllm_exact, vllm_topk):
-        answers = stock_answers(beside)
-        assert [flag for _, flag in answers] == [flag for _, flag in expected]
-        largest = max(abs(a - b) for (a, _), (b, _) in zip(answers, expected, strict=True))
-        print(f"\nstock answers beside pdd tasks vs alone: largest difference {largest:.2g}")
-        assert largest <= 1e-5
+    assert stock_answers(vllm_exact) == expected  # the stock requests reach the stock method as they are,
+    assert stock_answers(vllm_topk) == expected  # in one call: the engine gets the same prompts
 
 
 # -- a mistake ----------------------------------------------------------------------------------------
