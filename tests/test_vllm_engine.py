@@ -36,6 +36,7 @@ from conftest import (
     run_lm_eval,
     wikimia_rows,
 )
+from test_cli_end_to_end import STOCK_TASK
 
 from pdd_tasks.registry import DEFAULT_METHODS
 
@@ -67,11 +68,13 @@ REFERENCE_CODE, RECALL, SMALL_REF, EXCHANGEABILITY, LONG = (
     "pdd_vllm_exchangeability",
     "pdd_vllm_long",
 )
-STOCK = "vllm_stock_choice"
+STOCK = "local_choice"  # test_cli_end_to_end's stock multiple-choice task (STOCK_TASK)
 EXACT_TASKS = [TASK, REFERENCE_CODE, RECALL, SMALL_REF, EXCHANGEABILITY, STOCK]
 TOPK_TASKS = [TASK, LONG, STOCK]
 
-MEMBERSHIP_YAML = """class: !function pdd_tasks.tasks.custom.CustomMembershipTask
+#: A pdd task on a local file (the layout of task_configs/custom and exchangeability), its settings
+#: in its own metadata.
+PDD_TASK_YAML = """class: !function {cls}
 task: {task}
 dataset_path: local
 output_type: loglikelihood
@@ -80,42 +83,15 @@ doc_to_text: ""
 doc_to_target: "{{{{text}}}}"
 metadata:
   version: 1.0
-  text_field: text
-  label_field: label
-  data_files: {data}
-{settings}"""
+{metadata}"""
 
-EXCHANGEABILITY_YAML = """class: !function pdd_tasks.tasks.exchangeability.ExchangeabilityTask
-task: {task}
-dataset_path: local
-output_type: loglikelihood
-test_split: test
-doc_to_text: ""
-doc_to_target: "{{{{text}}}}"
-metadata:
-  version: 1.0
-  data_files: {data}
-  num_shards: 8
-  permutations: 10
-  seed: 0
-"""
+MEMBERSHIP_CLASS = "pdd_tasks.tasks.custom.CustomMembershipTask"
+EXCHANGEABILITY_CLASS = "pdd_tasks.tasks.exchangeability.ExchangeabilityTask"
 
-STOCK_YAML = """task: {task}
-dataset_path: json
-dataset_kwargs:
-  data_files: {data}
-test_split: train
-output_type: multiple_choice
-doc_to_text: "{{{{question}}}}"
-doc_to_choice: "{{{{choices}}}}"
-doc_to_target: answer
-metric_list:
-  - metric: acc
-    aggregation: mean
-    higher_is_better: true
-metadata:
-  version: 1.0
-"""
+
+def pdd_task_yaml(cls: str, task: str, **metadata) -> str:
+    lines = "".join(f"  {key}: {json.dumps(value)}\n" for key, value in metadata.items())
+    return PDD_TASK_YAML.format(cls=cls, task=task, metadata=lines)
 
 
 def write_jsonl(path, rows):
@@ -146,20 +122,21 @@ def task_dir(tiny_llama, tmp_path_factory):
         LONG: {"truncate": True},
     }
     for task, values in settings.items():
-        lines = "".join(f"  {key}: {json.dumps(value)}\n" for key, value in values.items())
         data = {LONG: long_texts, RECALL: short}.get(task, texts)
-        (tasks / f"{task}.yaml").write_text(MEMBERSHIP_YAML.format(task=task, data=data, settings=lines))
+        labelled = {"text_field": "text", "label_field": "label", "data_files": str(data)}
+        (tasks / f"{task}.yaml").write_text(pdd_task_yaml(MEMBERSHIP_CLASS, task, **labelled, **values))
     shards = write_jsonl(
         root / "shards.jsonl", [{"text": " ".join(r["input"].split()[:8])} for r in wikimia_rows(32)[:48]]
     )
-    (tasks / f"{EXCHANGEABILITY}.yaml").write_text(EXCHANGEABILITY_YAML.format(task=EXCHANGEABILITY, data=shards))
+    exchangeability = {"data_files": str(shards), "num_shards": 8, "permutations": 10, "seed": 0}
+    (tasks / f"{EXCHANGEABILITY}.yaml").write_text(
+        pdd_task_yaml(EXCHANGEABILITY_CLASS, EXCHANGEABILITY, **exchangeability)
+    )
     choices = [
         {"question": r["input"][:60], "choices": [r["input"][60:100], " the end.", " and so on"], "answer": 0}
         for r in wikimia_rows(32)[:12]
     ]
-    (tasks / f"{STOCK}.yaml").write_text(
-        STOCK_YAML.format(task=STOCK, data=write_jsonl(root / "choice.jsonl", choices))
-    )
+    (tasks / f"{STOCK}.yaml").write_text(STOCK_TASK.format(data=write_jsonl(root / "choice.jsonl", choices)))
     return tasks
 
 
