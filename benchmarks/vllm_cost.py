@@ -72,7 +72,8 @@ def main() -> None:
     vllm = VLLM(pretrained=model_dir, dtype="float32", max_logprobs=-1, enforce_eager=True, batch_size="auto")
     hf = HFLM(pretrained=model_dir, dtype="float32", device="cpu", batch_size=8)
     lm_eval_patches.apply()  # after lm-eval's vLLM module is loaded: both backends route per-token requests
-    task = TaskManager(include_path=tasks_path()).load(args.task)["tasks"][args.task]
+    manager = TaskManager(include_path=tasks_path())
+    task = manager.load(args.task)["tasks"][args.task]
     docs = list(task.test_docs())[: args.texts]
     requests = [
         request
@@ -80,10 +81,13 @@ def main() -> None:
         for request in task.construct_requests(doc, "", metadata=(args.task, doc_id, 1))
     ]
     exact = [dataclasses.replace(request, exact_mu_sigma=True) for request in requests]
+    # A task object per capture: a task refuses answers from two models (top-k and exact answers
+    # carry different distribution statistics).
+    scorers = {name: manager.load(args.task)["tasks"][args.task] for name in ("vllm top-20", "vllm exact", "hf")}
     runs = {
-        "vllm top-20": lambda: answer_and_score(vllm, task, docs, requests),
-        "vllm exact": lambda: answer_and_score(vllm, task, docs, exact),
-        "hf": lambda: answer_and_score(hf, task, docs, requests),
+        "vllm top-20": lambda: answer_and_score(vllm, scorers["vllm top-20"], docs, requests),
+        "vllm exact": lambda: answer_and_score(vllm, scorers["vllm exact"], docs, exact),
+        "hf": lambda: answer_and_score(hf, scorers["hf"], docs, requests),
     }
     seconds: dict[str, list[float]] = {name: [] for name in runs}
     answers, memory = {}, {}
