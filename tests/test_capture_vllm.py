@@ -18,6 +18,7 @@ from pdd_tasks import lm_eval_patches
 from pdd_tasks.backends.base import PerTokenRequest, TextTooLongError, TokenScores
 from pdd_tasks.backends.vllm import (
     VLLM_MODULE,
+    EngineLimitError,
     LogprobRequest,
     parse_prompt_logprobs,
     sampling_params,
@@ -176,10 +177,13 @@ def test_flat_logprobs_asked_for_where_vllm_has_them():
 
 
 def test_engine_limits_are_refused_before_scoring_with_the_fix(vllm_lm):
-    with pytest.raises(ValueError, match=r"max_logprobs=-1 to --model_args"):
-        score(vllm_lm, [per_token(TEXTS[0], exact_mu_sigma=True)])
-    with pytest.raises(ValueError, match=r"topk_logprobs=50 is more than the vLLM engine allows \(max_logprobs=20\)"):
-        score(vllm_lm, [per_token(TEXTS[0], topk_logprobs=50)])
+    """A user's mistake (UserError: the lm_eval command shows the message alone), refused before any
+    text is sent, also when another group of requests (another task's setting) is within the limit."""
+    with pytest.raises(EngineLimitError, match=r"max_logprobs=-1 to --model_args"):
+        score(vllm_lm, [per_token(TEXTS[1]), per_token(TEXTS[0], exact_mu_sigma=True)])
+    message = r"topk_logprobs=50 is more than the vLLM engine allows \(max_logprobs=20\)"
+    with pytest.raises(EngineLimitError, match=message):
+        score(vllm_lm, [per_token(TEXTS[1], topk_logprobs=5), per_token(TEXTS[0], topk_logprobs=50)])
     assert vllm_lm.model.calls == []
 
 

@@ -58,6 +58,7 @@ from pdd_tasks.backends.base import (
     answer_per_token,
     cached_model_info,
 )
+from pdd_tasks.errors import UserError
 
 
 logger = logging.getLogger(__name__)
@@ -140,8 +141,22 @@ def vllm_vocab_size(lm) -> int:
     return int(text_config.vocab_size)
 
 
+class EngineLimitError(UserError):
+    """A task setting asks vLLM for more log-probs per token than the engine allows (``max_logprobs``)."""
+
+
 def check_logprob_limit(lm, wanted: LogprobRequest, vocab_size: int) -> None:
-    """Refuse, before any scoring, what vLLM's engine would refuse (``max_logprobs``, default 20)."""
+    """Refuse what vLLM's engine would refuse (``max_logprobs``, default 20) with the fix.
+
+    vLLM's own refusal comes from ``LLM.generate`` as a ``ValueError`` under a traceback ("Requested
+    prompt logprobs of 50, which is greater than max allowed: 20"); this one is a :class:`UserError`
+    (the ``lm_eval`` command shows its message alone). The engine exists by then: ``lm_eval`` creates
+    the model before it loads any task (docs/architecture.md, "Order in an lm_eval run").
+
+    Raises:
+        EngineLimitError: ``exact_mu_sigma`` without ``max_logprobs=-1``, or ``topk_logprobs`` above
+            the engine's ``max_logprobs``.
+    """
     model_config = _engine_model_config(lm)
     limit = getattr(model_config, "max_logprobs", None)
     if limit is None or limit == -1:
@@ -150,12 +165,12 @@ def check_logprob_limit(lm, wanted: LogprobRequest, vocab_size: int) -> None:
     if asked <= limit:
         return
     if wanted.exact:
-        raise ValueError(
+        raise EngineLimitError(
             f"exact_mu_sigma=true asks vLLM for all {vocab_size} log-probs per token, but the engine "
             f"allows at most max_logprobs={limit}. Add max_logprobs=-1 to --model_args (costs |V| = "
             f"{vocab_size} values per token), or drop exact_mu_sigma to use the top-k approximation."
         )
-    raise ValueError(
+    raise EngineLimitError(
         f"topk_logprobs={wanted.topk} is more than the vLLM engine allows (max_logprobs={limit}). "
         f"Lower it (--metadata '{{\"topk_logprobs\": {limit}}}') or raise the limit with "
         f"max_logprobs={wanted.topk} in --model_args."
@@ -373,9 +388,10 @@ def score_per_token_vllm(
         from vllm import SamplingParams as sampling_params_cls  # noqa: N813  (lazy: vLLM needs CUDA)
 
     vocab_size = vllm_vocab_size(lm)
+    for wanted in dict.fromkeys(map(LogprobRequest.of, requests)):  # every group's, before any scoring
+        check_logprob_limit(lm, wanted, vocab_size)
 
     def answer_group(wanted: LogprobRequest, group: list[PerTokenRequest]) -> list[TokenScores]:
-        check_logprob_limit(lm, wanted, vocab_size)
         info = vllm_model_info(lm, wanted)
         params = sampling_params(sampling_params_cls, wanted)
         return answer_per_token(

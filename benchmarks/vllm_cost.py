@@ -1,0 +1,137 @@
+"""Per-text cost of the pdd capture on vLLM (top-k and exact mu/sigma) and on HF, side by side in one run.
+
+    VLLM_TARGET_DEVICE=cpu .venv-vllm/bin/python benchmarks/vllm_cost.py [--model DIR] [--task pdd_wikimia_32]
+        [--texts 40] [--repeats 2] [--profile]
+
+Runs in vLLM's environment (``.ci/install-vllm``; on a GPU machine any environment with vLLM). One
+vLLM engine (lm-eval's ``VLLM``, float32, ``max_logprobs=-1`` so that one engine serves both modes,
+``enforce_eager=True``) and one ``HFLM`` (float32, CPU, batch size 8) are made first; their start is
+not timed. Then, ``--repeats`` times in turn, the same requests of the first ``--texts`` documents
+(each text and its lowercased form, as the task sends them) are answered and scored
+(``process_results``) by:
+
+- ``vllm top-20``: ``prompt_logprobs=20``, Min-K%++'s mu/sigma estimated from the top 20;
+- ``vllm exact``: ``exact_mu_sigma``: ``prompt_logprobs=-1``, all |V| log-probs per token;
+- ``hf``: the HF capture (exact mu/sigma computed on the device).
+
+Prints the median time per text of each, the ratios, the largest Min-K%++ difference of each vLLM mode
+from HF, and the peak resident memory of this process (vLLM's engine and worker are other processes).
+``--profile`` then runs ``vllm exact`` once under cProfile and prints where this process's time went
+(vLLM builds the returned log-probs into Python lists here, in ``LogprobsProcessor``).
+
+``--model`` defaults to the converted default model (``lm-eval-pdd default-model`` writes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import dataclasses
+import io
+import os
+import pstats
+import resource
+import statistics
+import time
+
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+for key, value in {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}.items():
+    os.environ.setdefault(key, value)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=None, help="model directory (default: the converted default model)")
+    parser.add_argument("--task", default="pdd_wikimia_32")
+    parser.add_argument("--texts", type=int, default=40)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--profile", action="store_true")
+    return parser.parse_args()
+
+
+def peak_rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+
+
+def main() -> None:
+    args = parse_args()
+    import importlib.metadata
+
+    from _common import answer_and_score, machine
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.models.vllm_causallms import VLLM
+    from lm_eval.tasks import TaskManager
+
+    from pdd_tasks import lm_eval_patches
+    from pdd_tasks.tools.cli import tasks_path
+    from pdd_tasks.tools.default_model import default_model_dir
+
+    model_dir = args.model or str(default_model_dir())
+    vllm = VLLM(pretrained=model_dir, dtype="float32", max_logprobs=-1, enforce_eager=True, batch_size="auto")
+    hf = HFLM(pretrained=model_dir, dtype="float32", device="cpu", batch_size=8)
+    lm_eval_patches.apply()  # after lm-eval's vLLM module is loaded: both backends route per-token requests
+    manager = TaskManager(include_path=tasks_path())
+    task = manager.load(args.task)["tasks"][args.task]
+    docs = list(task.test_docs())[: args.texts]
+    requests = [
+        request
+        for doc_id, doc in enumerate(docs)
+        for request in task.construct_requests(doc, "", metadata=(args.task, doc_id, 1))
+    ]
+    exact = [dataclasses.replace(request, exact_mu_sigma=True) for request in requests]
+    # A task object per capture: a task refuses answers from two models (top-k and exact answers
+    # carry different distribution statistics).
+    scorers = {name: manager.load(args.task)["tasks"][args.task] for name in ("vllm top-20", "vllm exact", "hf")}
+    runs = {
+        "vllm top-20": lambda: answer_and_score(vllm, scorers["vllm top-20"], docs, requests),
+        "vllm exact": lambda: answer_and_score(vllm, scorers["vllm exact"], docs, exact),
+        "hf": lambda: answer_and_score(hf, scorers["hf"], docs, requests),
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
+    answers, memory = {}, {}
+    for _ in range(args.repeats):
+        for name, run in runs.items():
+            began = time.perf_counter()
+            answers[name] = run()
+            seconds[name].append(time.perf_counter() - began)
+            memory[name] = peak_rss_gb()
+
+    vocab = vllm.model.llm_engine.model_config.get_vocab_size()
+    print(
+        machine(
+            f"vllm-cpu {importlib.metadata.version('vllm-cpu')}",
+            f"torch {importlib.metadata.version('torch')}",
+            f"{os.environ.get('VLLM_CPU_OMP_THREADS_BIND', 'default')} vLLM thread binding",
+        )
+    )
+    print(f"\n{model_dir}: {len(docs)} texts of {args.task} ({len(requests)} requests), |V| = {vocab}\n")
+    per_text = {name: statistics.median(values) / len(docs) for name, values in seconds.items()}
+    top = per_text["vllm top-20"]
+    print(
+        f"| capture | per text (median of {args.repeats}) | vs vllm top-20 | vs hf | peak RSS of this process after |"
+    )
+    print("|---|---|---|---|---|")
+    for name, value in per_text.items():
+        print(
+            f"| {name} | {value * 1000:.0f} ms | {value / top:.2f}x | {value / per_text['hf']:.2f}x | {memory[name]:.2f} GB |"
+        )
+    hf_mu = [answer.mu for answer in answers["hf"]]
+    for name in ("vllm top-20", "vllm exact"):
+        largest = max(float(abs(a.mu - b).max()) for a, b in zip(answers[name], hf_mu, strict=True))
+        print(f"\n{name}: largest |mu - hf mu| over all tokens {largest:.3g}")
+
+    if args.profile:
+        profile = cProfile.Profile()
+        profile.enable()
+        runs["vllm exact"]()
+        profile.disable()
+        text = io.StringIO()
+        pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(15)
+        print("\nvllm exact under cProfile (this process; the engine core and worker are other processes):")
+        print(text.getvalue())
+
+
+if __name__ == "__main__":  # vLLM spawns its engine and worker processes
+    main()
