@@ -175,6 +175,71 @@ def select_examples(examples: list[str], settings: CodecSettings, source: str) -
     return examples
 
 
+def codec_documents(examples: list[str], settings: CodecSettings, source: str) -> list[dict]:
+    """One document per example with a word to score after ``skip_words``; the others serve only as
+    in-context examples (the reference code skips targets too short to score, likewise)."""
+    n = settings.context_examples
+    if len(examples) < n + 1:
+        raise CodecError(
+            f"pdd_codec ({source}): {len(examples)} example(s) are too few for {n} in-context "
+            f"example(s) each: CoDeC needs at least {n + 1} (and, per the paper, about 100 for a stable score). "
+            f"Give more examples, or fewer in-context ones (--metadata '{{\"context_examples\": 1}}')."
+        )
+    draws = context_draws(len(examples), n, settings.seed)
+    documents = []
+    for index, example in enumerate(examples):
+        split = split_after_words(example, settings.skip_words)
+        if split is None:
+            continue
+        documents.append(
+            {
+                "example": index,
+                "prefix": split[0],
+                "continuation": split[1],
+                "context_examples": draws[index].tolist(),
+                "context": settings.separator.join(examples[i] for i in draws[index]) + settings.separator,
+            }
+        )
+    if not documents:
+        raise CodecError(
+            f"pdd_codec ({source}): none of the {len(examples)} examples has more than skip_words="
+            f"{settings.skip_words} words, so no token is left to score. Lower skip_words "
+            f"(--metadata '{{\"skip_words\": 2}}'), or render the examples with more of their fields (template)."
+        )
+    if len(documents) < len(examples):
+        logger.warning(
+            "pdd_codec: %d of the %d examples of %s have at most %d words (skip_words) and are not scored; they "
+            "still serve as in-context examples. Scored: %d.",
+            len(examples) - len(documents),
+            len(examples),
+            source,
+            settings.skip_words,
+            len(documents),
+        )
+    return documents
+
+
+def codec_arguments(doc: dict) -> list[tuple[str, str]]:
+    """The (context, continuation) of a document's two requests: baseline, then in context."""
+    return [(doc["prefix"], doc["continuation"]), (doc["context"] + doc["prefix"], doc["continuation"])]
+
+
+def codec_delta(results: list) -> float:
+    """Delta = in-context minus baseline log-likelihood, from the answers to :func:`codec_arguments`."""
+    baseline, in_context = (float(result[0]) if isinstance(result, tuple) else float(result) for result in results)
+    return in_context - baseline
+
+
+def codec_summary(examples: list[str], documents: list[dict], source: str) -> dict:
+    """What the results JSON says of the examples (``metadata.codec_source``)."""
+    return {
+        "source": source,
+        "examples": len(examples),
+        "scored": len(documents),
+        "too_short": len(examples) - len(documents),
+    }
+
+
 # -- the task ---------------------------------------------------------------------------------------
 
 
@@ -188,65 +253,14 @@ class CodecTask(ConfigurableTask):
         self.settings = CodecSettings.from_metadata(dict(config.get("metadata") or {}))
         loaded, self.source = self.settings.source.load()
         self.examples = select_examples(loaded, self.settings, self.source)
-        self.documents = self.build_documents()
+        self.documents = codec_documents(self.examples, self.settings, self.source)
         config["metric_list"] = [
             {"metric": name, "aggregation": aggregate, "higher_is_better": higher}
             for name, (aggregate, higher) in CODEC_AGGREGATIONS.items()
         ]
         config["process_results"] = self.process_results
         super().__init__(config=config)
-        self.config.metadata["codec_source"] = {
-            "source": self.source,
-            "examples": len(self.examples),
-            "scored": len(self.documents),
-            "too_short": len(self.examples) - len(self.documents),
-        }
-
-    def build_documents(self) -> list[dict]:
-        """One document per example with a word to score after ``skip_words``; the others serve only
-        as in-context examples (the reference code skips targets too short to score, likewise)."""
-        settings = self.settings
-        n = settings.context_examples
-        if len(self.examples) < n + 1:
-            raise CodecError(
-                f"pdd_codec ({self.source}): {len(self.examples)} example(s) are too few for {n} in-context "
-                f"example(s) each: CoDeC needs at least {n + 1} (and, per the paper, about 100 for a stable score). "
-                f"Give more examples, or fewer in-context ones (--metadata '{{\"context_examples\": 1}}')."
-            )
-        draws = context_draws(len(self.examples), n, settings.seed)
-        documents = []
-        for index, example in enumerate(self.examples):
-            split = split_after_words(example, settings.skip_words)
-            if split is None:
-                continue
-            context = [self.examples[i] for i in draws[index]]
-            documents.append(
-                {
-                    "example": index,
-                    "prefix": split[0],
-                    "continuation": split[1],
-                    "context_examples": draws[index].tolist(),
-                    "context": settings.separator.join(context) + settings.separator,
-                }
-            )
-        too_short = len(self.examples) - len(documents)
-        if not documents:
-            raise CodecError(
-                f"pdd_codec ({self.source}): none of the {len(self.examples)} examples has more than skip_words="
-                f"{settings.skip_words} words, so no token is left to score. Lower skip_words "
-                f"(--metadata '{{\"skip_words\": 2}}'), or render the examples with more of their fields (template)."
-            )
-        if too_short:
-            logger.warning(
-                "pdd_codec: %d of the %d examples of %s have at most %d words (skip_words) and are not scored; they "
-                "still serve as in-context examples. Scored: %d.",
-                too_short,
-                len(self.examples),
-                self.source,
-                settings.skip_words,
-                len(documents),
-            )
-        return documents
+        self.config.metadata["codec_source"] = codec_summary(self.examples, self.documents, self.source)
 
     def download(self, dataset_kwargs=None, **kwargs) -> None:
         self.dataset = {self.config.test_split: datasets.Dataset.from_list(self.documents)}
@@ -260,18 +274,16 @@ class CodecTask(ConfigurableTask):
         super().build_all_requests(**kwargs)
 
     def construct_requests(self, doc: dict, ctx, **kwargs) -> list[Instance]:
-        contexts = (doc["prefix"], doc["context"] + doc["prefix"])  # baseline, in context
         return [
             Instance(
                 request_type="loglikelihood",
                 doc=doc,
-                arguments=(context, doc["continuation"]),
+                arguments=arguments,
                 idx=index,
                 metadata=kwargs.get("metadata", (self.config.task, doc["example"], 1)),
             )
-            for index, context in enumerate(contexts)
+            for index, arguments in enumerate(codec_arguments(doc))
         ]
 
     def process_results(self, doc: dict, results: list) -> dict:
-        baseline, in_context = (float(result[0]) if isinstance(result, tuple) else float(result) for result in results)
-        return dict.fromkeys(CODEC_AGGREGATIONS, in_context - baseline)
+        return dict.fromkeys(CODEC_AGGREGATIONS, codec_delta(results))

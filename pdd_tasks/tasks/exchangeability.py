@@ -117,9 +117,8 @@ class ExchangeabilitySettings:
 # -- the examples, in canonical order (pdd_tasks.loading.examples) ---------------------------------
 
 
-def load_examples(settings: ExchangeabilitySettings) -> tuple[list[str], str]:
-    """The examples in canonical order (the first ``max_examples``) and a description of their source."""
-    examples, source = settings.source.load()
+def first_examples(examples: list[str], settings: ExchangeabilitySettings, source: str) -> list[str]:
+    """The first ``max_examples`` of the examples (all of them by default)."""
     if settings.max_examples is not None and len(examples) > settings.max_examples:
         logger.warning(
             "pdd_exchangeability: scoring the first %d of the %d examples of %s (max_examples).",
@@ -127,8 +126,8 @@ def load_examples(settings: ExchangeabilitySettings) -> tuple[list[str], str]:
             len(examples),
             source,
         )
-        examples = examples[: settings.max_examples]
-    return examples, source
+        return examples[: settings.max_examples]
+    return examples
 
 
 # -- metrics: aggregations over the per-shard items ------------------------------------------------
@@ -181,6 +180,43 @@ METRICS = {
 }
 
 
+# -- documents and requests -------------------------------------------------------------------------
+
+
+def shard_documents(
+    examples: list[str], bounds: list[tuple[int, int]], settings: ExchangeabilitySettings
+) -> list[dict]:
+    """One document per shard: its index, first example, examples and their joined text."""
+    return [
+        {
+            "shard": shard,
+            "start": start,
+            "examples": examples[start:stop],
+            "text": settings.separator.join(examples[start:stop]),
+        }
+        for shard, (start, stop) in enumerate(bounds)
+    ]
+
+
+def shard_orders(doc: dict, settings: ExchangeabilitySettings) -> list[list[int]]:
+    """The canonical order of a shard, then its random orders (indices into its examples)."""
+    size = len(doc["examples"])
+    permuted = shard_permutations(size, settings.permutations, settings.seed, doc["shard"])
+    return [list(range(size))] + permuted.tolist()
+
+
+def exchangeability_arguments(doc: dict, settings: ExchangeabilitySettings) -> list[tuple[str, str]]:
+    """The (context, continuation) of a shard's requests: empty context, the shard's examples joined in
+    each order of :func:`shard_orders`."""
+    return [("", settings.separator.join(doc["examples"][i] for i in order)) for order in shard_orders(doc, settings)]
+
+
+def exchangeability_item(doc: dict, results: list) -> tuple:
+    """A shard's item of every metric: (canonical log-likelihood, the permuted ones, examples in it)."""
+    logprobs = [float(result[0]) if isinstance(result, tuple) else float(result) for result in results]
+    return (logprobs[0], tuple(logprobs[1:]), len(doc["examples"]))
+
+
 # -- the task ---------------------------------------------------------------------------------------
 
 
@@ -193,7 +229,8 @@ class ExchangeabilityTask(ConfigurableTask):
         config.pop("class", None)
         metadata = dict(config.get("metadata") or {})
         self.settings = ExchangeabilitySettings.from_metadata(metadata)
-        self.examples, self.source = load_examples(self.settings)
+        loaded, self.source = self.settings.source.load()
+        self.examples = first_examples(loaded, self.settings, self.source)
         try:
             self.bounds = shard_bounds(len(self.examples), self.settings.num_shards)
         except TooFewExamples as error:
@@ -208,24 +245,11 @@ class ExchangeabilityTask(ConfigurableTask):
         self.check_context_window(metadata)
 
     def download(self, dataset_kwargs=None, **kwargs) -> None:
-        separator = self.settings.separator
-        shards = [self.examples[start:stop] for start, stop in self.bounds]
         self.dataset = {
-            self.config.test_split: datasets.Dataset.from_dict(
-                {
-                    "shard": list(range(len(shards))),
-                    "start": [start for start, _ in self.bounds],
-                    "examples": shards,
-                    "text": [separator.join(shard) for shard in shards],
-                }
+            self.config.test_split: datasets.Dataset.from_list(
+                shard_documents(self.examples, self.bounds, self.settings)
             )
         }
-
-    def shard_orders(self, doc: dict) -> list[list[int]]:
-        """The canonical order of a shard, then its random orders (indices into its examples)."""
-        size = len(doc["examples"])
-        permuted = shard_permutations(size, self.settings.permutations, self.settings.seed, doc["shard"])
-        return [list(range(size))] + permuted.tolist()
 
     def build_all_requests(self, **kwargs) -> None:
         """lm-eval's request building, after refusing ``--limit 0`` and chat templates (each order of a
@@ -236,22 +260,19 @@ class ExchangeabilityTask(ConfigurableTask):
         super().build_all_requests(**kwargs)
 
     def construct_requests(self, doc: dict, ctx, **kwargs) -> list[Instance]:
-        separator = self.settings.separator
         return [
             Instance(
                 request_type="loglikelihood",
                 doc=doc,
-                arguments=("", separator.join(doc["examples"][i] for i in order)),
+                arguments=arguments,
                 idx=index,
                 metadata=kwargs.get("metadata", (self.config.task, doc["shard"], 1)),
             )
-            for index, order in enumerate(self.shard_orders(doc))
+            for index, arguments in enumerate(exchangeability_arguments(doc, self.settings))
         ]
 
     def process_results(self, doc: dict, results: list) -> dict:
-        logprobs = [float(result[0]) if isinstance(result, tuple) else float(result) for result in results]
-        item = (logprobs[0], tuple(logprobs[1:]), len(doc["examples"]))
-        return dict.fromkeys(METRICS, item)
+        return dict.fromkeys(METRICS, exchangeability_item(doc, results))
 
     def check_context_window(self, metadata: dict) -> None:
         """Where ``--model_args pretrained=...`` names an HF model whose tokenizer and config load
