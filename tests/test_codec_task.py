@@ -8,15 +8,18 @@ trained on the examples must get a higher CoDeC score than an untouched one.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import (
     REPO,
+    build_bos_model,
     cpu_float32,
     harness_args,
     read_results,
     read_samples,
     run_lm_eval,
+    train_on,
 )
 from standard_tasks_support import standard_tasks
 
@@ -157,15 +160,40 @@ def test_codec_is_deterministic_with_its_seed(tiny_model, tmp_path):
     assert first[0] != other[0]
 
 
-def test_a_model_trained_on_the_examples_scores_higher(trained_tiny, tiny_model, tmp_path):
-    """The trained model saw each member text 300 times; the untouched model (random weights) never did."""
-    data = write_jsonl(tmp_path / "members.jsonl", trained_tiny["members"])
-    run_codec(trained_tiny["model"], tmp_path / "trained", {"data_files": str(data)})
-    run_codec(tiny_model, tmp_path / "untouched", {"data_files": str(data)})
+@pytest.fixture(scope="module")
+def start_token_models(trained_tiny, tmp_path_factory):
+    """Two tiny GPT-2s (seed 2) whose tokenizer adds a start token ``<s>``, as Llama's does: one
+    trained (conftest's train_on: 300 steps) on trained_tiny's 24 member texts, each after ``<s>``,
+    and the same network untouched. With this tokenizer both CoDeC requests begin with ``<s>``, as the
+    texts did in training (and as the reference code's requests do for such a tokenizer)."""
+    import shutil
+
+    untouched = build_bos_model(tmp_path_factory.mktemp("codec-untouched"), seed=2)
+    trained = Path(shutil.copytree(untouched, tmp_path_factory.mktemp("codec-trained") / "model"))
+    train_on(trained, trained_tiny["members"], steps=300)
+    return {"trained": trained, "untouched": untouched, "members": trained_tiny["members"]}
+
+
+def test_a_model_trained_on_the_examples_scores_higher(start_token_models, tmp_path):
+    """The trained model saw each member text 300 times; the untouched one never did. Context from
+    the same texts lowers the trained model's likelihood of most of them (the paper's signature of
+    memorisation), and far more often than the untouched model's."""
+    data = write_jsonl(tmp_path / "members.jsonl", start_token_models["members"])
+    run_codec(start_token_models["trained"], tmp_path / "trained", {"data_files": str(data)})
+    run_codec(start_token_models["untouched"], tmp_path / "untouched", {"data_files": str(data)})
     trained, untouched = metrics(tmp_path / "trained"), metrics(tmp_path / "untouched")
     assert trained["codec_examples,none"] == untouched["codec_examples,none"] == 24
     assert trained["codec_score,none"] > untouched["codec_score,none"]
     assert trained["codec_score_ci95_low,none"] > untouched["codec_score_ci95_high,none"]
+
+
+def test_without_the_start_token_it_was_trained_after_the_same_model_is_not_flagged(trained_tiny, tmp_path):
+    """A limit, stated in the docs: trained_tiny saw each member text after its start token, but its
+    tokenizer (as GPT-2's) adds none, so neither request starts as the training texts did; the
+    baseline loses more than the in-context request and context *raises* most texts' likelihood."""
+    data = write_jsonl(tmp_path / "members.jsonl", trained_tiny["members"])
+    run_codec(trained_tiny["model"], tmp_path / "out", {"data_files": str(data)})
+    assert metrics(tmp_path / "out")["codec_score,none"] < 0.25
 
 
 def test_too_short_examples_are_counted_not_silently_dropped(tiny_model, tmp_path, caplog):
