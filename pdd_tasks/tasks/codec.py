@@ -38,7 +38,6 @@ from typing import Any
 
 import datasets
 import numpy as np
-from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
 from pdd_metrics.codec import DEFAULT_CONTEXT_EXAMPLES, context_draws
@@ -273,17 +272,10 @@ class CodecTask(ConfigurableTask):
         refuse_run_options(self.config.task, **kwargs)
         super().build_all_requests(**kwargs)
 
-    def construct_requests(self, doc: dict, ctx, **kwargs) -> list[Instance]:
-        return [
-            Instance(
-                request_type="loglikelihood",
-                doc=doc,
-                arguments=arguments,
-                idx=index,
-                metadata=kwargs.get("metadata", (self.config.task, doc["example"], 1)),
-            )
-            for index, arguments in enumerate(codec_arguments(doc))
-        ]
+    def construct_requests(self, doc: dict, ctx, **kwargs) -> list:
+        from pdd_tasks.tasks.base import loglikelihood_requests
+
+        return loglikelihood_requests(self.config.task, doc, doc["example"], codec_arguments(doc), **kwargs)
 
     def process_results(self, doc: dict, results: list) -> dict:
         return dict.fromkeys(CODEC_AGGREGATIONS, codec_delta(results))

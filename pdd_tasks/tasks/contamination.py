@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 
 import datasets
-from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
 from pdd_metrics.exchangeability import TooFewExamples, shard_bounds
@@ -161,22 +160,15 @@ class ContaminationTask(ConfigurableTask):
             )
         super().build_all_requests(**kwargs)
 
-    def construct_requests(self, doc: dict, ctx, **kwargs) -> list[Instance]:
+    def construct_requests(self, doc: dict, ctx, **kwargs) -> list:
+        from pdd_tasks.tasks.base import loglikelihood_requests
+
         settings = self.settings[(doc["source_task"], doc["test"])]
         if doc["test"] == "codec":
             arguments = codec.codec_arguments(doc)
         else:
             arguments = exchangeability.exchangeability_arguments(doc, settings)
-        return [
-            Instance(
-                request_type="loglikelihood",
-                doc=doc,
-                arguments=argument,
-                idx=index,
-                metadata=kwargs.get("metadata", (self.config.task, doc["doc_index"], 1)),
-            )
-            for index, argument in enumerate(arguments)
-        ]
+        return loglikelihood_requests(self.config.task, doc, doc["doc_index"], arguments, **kwargs)
 
     def process_results(self, doc: dict, results: list) -> dict:
         name = doc["source_task"]

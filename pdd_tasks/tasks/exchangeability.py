@@ -38,7 +38,6 @@ from typing import Any
 
 import datasets
 import numpy as np
-from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
 from pdd_metrics.exchangeability import (
@@ -259,17 +258,12 @@ class ExchangeabilityTask(ConfigurableTask):
         refuse_run_options(self.config.task, **kwargs)
         super().build_all_requests(**kwargs)
 
-    def construct_requests(self, doc: dict, ctx, **kwargs) -> list[Instance]:
-        return [
-            Instance(
-                request_type="loglikelihood",
-                doc=doc,
-                arguments=arguments,
-                idx=index,
-                metadata=kwargs.get("metadata", (self.config.task, doc["shard"], 1)),
-            )
-            for index, arguments in enumerate(exchangeability_arguments(doc, self.settings))
-        ]
+    def construct_requests(self, doc: dict, ctx, **kwargs) -> list:
+        from pdd_tasks.tasks.base import loglikelihood_requests
+
+        return loglikelihood_requests(
+            self.config.task, doc, doc["shard"], exchangeability_arguments(doc, self.settings), **kwargs
+        )
 
     def process_results(self, doc: dict, results: list) -> dict:
         return dict.fromkeys(METRICS, exchangeability_item(doc, results))
