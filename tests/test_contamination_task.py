@@ -26,7 +26,7 @@ def test_both_tests_on_each_task_beside_a_standard_eval(tiny_model, tasks_dir, t
     metadata = {
         "source_tasks": SOURCES,
         "source_include_path": str(tasks_dir),
-        "exchangeability": {"num_shards": 4, "permutations": 3},
+        "exchangeability": {"num_shards": 12, "permutations": 3},
     }
     args = harness_args(
         cpu_float32(tiny_model),
@@ -45,12 +45,13 @@ def test_both_tests_on_each_task_beside_a_standard_eval(tiny_model, tasks_dir, t
         assert values[f"codec_examples/{source},none"] == 24
         assert 0 <= values[f"codec_score/{source},none"] <= 1
         assert f"codec_score/{source}_stderr,none" in values
-        assert values[f"exchangeability_shards/{source},none"] == 4
+        assert values[f"exchangeability_shards/{source},none"] == 12
         assert 0 <= values[f"exchangeability_pvalue/{source},none"] <= 1
     summary = results["configs"]["pdd_contamination"]["metadata"]["contamination"]
-    assert summary["gsm8k_local"]["exchangeability"] == {"examples": 24, "shards": 4}
+    assert summary["gsm8k_local"]["exchangeability"]["shards"] == 12
+    assert summary["gsm8k_local"]["exchangeability"]["longest_shard_tokens"] <= 256
     samples = read_samples(tmp_path / "out", "pdd_contamination")
-    assert len(samples) == 2 * (24 + 4)
+    assert len(samples) == 2 * (24 + 12)
     assert {(sample["doc"]["test"], sample["doc"]["source_task"]) for sample in samples} == {
         (test, source) for test in ("codec", "exchangeability") for source in SOURCES
     }
@@ -90,6 +91,18 @@ def test_a_test_that_cannot_apply_is_left_out_with_the_reason(tasks_dir):
         assert summary[source]["codec"]["scored"] == 24
     assert {doc["test"] for doc in task.documents} == {"codec"}
     assert not any(metric["metric"].startswith("exchangeability") for metric in task.config.metric_list)
+
+
+def test_shards_longer_than_the_context_window_are_left_out_before_scoring(tiny_model, tasks_dir):
+    metadata = {
+        "source_tasks": ["gsm8k_local"],
+        "source_include_path": str(tasks_dir),
+        "exchangeability": {"num_shards": 2},
+        "pretrained": str(tiny_model),  # as the command line merges --model_args into the metadata
+    }
+    summary = build(metadata).config.metadata["contamination"]["gsm8k_local"]
+    assert "more than the model's context window of 256" in summary["exchangeability"]["not_applicable"]
+    assert summary["codec"]["scored"] == 24
 
 
 @pytest.mark.parametrize(

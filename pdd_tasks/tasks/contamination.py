@@ -12,7 +12,8 @@ Each task's examples are read once (:mod:`pdd_tasks.loading.examples`, rendered 
 each test builds its documents and requests exactly as its own task does, with its own settings
 (``codec: {...}``, ``exchangeability: {...}`` in the metadata, the keys of ``pdd_codec`` and
 ``pdd_exchangeability``). Where a test cannot apply to a task (too few examples for the shards or
-the in-context examples) it is left out for that task with a warning, and the results JSON's
+the in-context examples; a shard longer than the model's context window, checked as
+``pdd_exchangeability`` checks it) it is left out for that task with a warning, and the results JSON's
 ``configs.pdd_contamination.metadata.contamination`` says why.
 
     lm_eval --model hf --model_args pretrained=<model> --include_path "$(lm-eval-pdd tasks-path)" \\
@@ -88,7 +89,7 @@ class ContaminationTask(ConfigurableTask):
         lm_eval_patches.apply()
         config = dict(config)
         config.pop("class", None)
-        metadata = dict(config.get("metadata") or {})
+        metadata = self.run_metadata = dict(config.get("metadata") or {})
         self.source_tasks = _source_tasks(metadata)
         tests = _test_settings(metadata)
         include = metadata.get("source_include_path") or None
@@ -121,22 +122,28 @@ class ContaminationTask(ConfigurableTask):
         self.config.metadata["contamination"] = self.summary
 
     def _build(self, test: str, name: str, examples: list[str], source: str, own: dict):
-        """(documents, aggregations) of ``test`` on source task ``name``, or None where it cannot apply."""
+        """(documents, aggregations) of ``test`` on source task ``name``, or None where it cannot apply
+        (too few examples; a shard longer than the model's context window). A bad setting is an error."""
+        if test == "codec":
+            settings = codec.CodecSettings.from_metadata(own)
+        else:
+            settings = exchangeability.ExchangeabilitySettings.from_metadata(own)
         try:
             if test == "codec":
-                settings = codec.CodecSettings.from_metadata(own)
                 selected = codec.select_examples(examples, settings, source)
                 documents = codec.codec_documents(selected, settings, source)
                 self.summary[name]["codec"] = codec.codec_summary(selected, documents, source)
                 aggregations = CODEC_AGGREGATIONS
             else:
-                settings = exchangeability.ExchangeabilitySettings.from_metadata(own)
                 first = exchangeability.first_examples(examples, settings, source)
                 bounds = shard_bounds(len(first), settings.num_shards)
+                longest = exchangeability.check_context_window(first, bounds, settings, self.run_metadata)
                 documents = exchangeability.shard_documents(first, bounds, settings)
                 self.summary[name]["exchangeability"] = {"examples": len(first), "shards": len(bounds)}
+                if longest is not None:
+                    self.summary[name]["exchangeability"]["longest_shard_tokens"] = longest
                 aggregations = exchangeability.METRICS
-        except (codec.CodecError, TooFewExamples) as error:
+        except (codec.CodecError, exchangeability.ExchangeabilityError, TooFewExamples) as error:
             logger.warning("pdd_contamination: %s is not tested on %s: %s", test, name, error)
             self.summary[name][test] = {"not_applicable": str(error)}
             return None

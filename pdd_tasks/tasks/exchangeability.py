@@ -216,6 +216,42 @@ def exchangeability_item(doc: dict, results: list) -> tuple:
     return (logprobs[0], tuple(logprobs[1:]), len(doc["examples"]))
 
 
+def check_context_window(
+    examples: list[str], bounds: list[tuple[int, int]], settings: ExchangeabilitySettings, metadata: dict
+) -> int | None:
+    """Where ``--model_args pretrained=...`` names an HF model whose tokenizer and config load here,
+    refuse a shard longer than the model's context window before any model work; the longest shard's
+    length in tokens (None where there is no such model to check with)."""
+    name = metadata.get("tokenizer") or metadata.get("pretrained")
+    if not isinstance(name, str):
+        return None
+    try:
+        from transformers import AutoConfig, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(name)
+        config = AutoConfig.from_pretrained(metadata.get("pretrained") or name)
+    except Exception as error:  # a Hub name offline, a GGUF directory, another backend's name
+        logger.debug("pdd_exchangeability: no context-window check for %r: %s", name, error)
+        return None
+    window = metadata.get("max_length") or next(
+        (getattr(config, key) for key in ("max_position_embeddings", "n_positions") if hasattr(config, key)),
+        None,
+    )
+    if not isinstance(window, int):
+        return None
+    lengths = [len(tokenizer(settings.separator.join(examples[a:b])).input_ids) + 1 for a, b in bounds]
+    longest = int(np.argmax(lengths))
+    if lengths[longest] > window:
+        raise ExchangeabilityError(
+            f"pdd_exchangeability: shard {longest} ({bounds[longest][1] - bounds[longest][0]} "
+            f"examples) is {lengths[longest]} tokens, more than the model's context window of {window}: "
+            "each shard, in every order, is scored as one sequence. Use more shards "
+            f"(--metadata '{{\"num_shards\": {settings.num_shards * (lengths[longest] // window + 1)}}}') "
+            "or fewer examples (max_examples)."
+        )
+    return max(lengths)
+
+
 # -- the task ---------------------------------------------------------------------------------------
 
 
@@ -241,7 +277,9 @@ class ExchangeabilityTask(ConfigurableTask):
         config["process_results"] = self.process_results
         super().__init__(config=config)
         self.config.metadata["exchangeability_source"] = {"source": self.source, "examples": len(self.examples)}
-        self.check_context_window(metadata)
+        longest = check_context_window(self.examples, self.bounds, self.settings, metadata)
+        if longest is not None:
+            self.config.metadata["exchangeability_source"]["longest_shard_tokens"] = longest
 
     def download(self, dataset_kwargs=None, **kwargs) -> None:
         self.dataset = {
@@ -267,36 +305,3 @@ class ExchangeabilityTask(ConfigurableTask):
 
     def process_results(self, doc: dict, results: list) -> dict:
         return dict.fromkeys(METRICS, exchangeability_item(doc, results))
-
-    def check_context_window(self, metadata: dict) -> None:
-        """Where ``--model_args pretrained=...`` names an HF model whose tokenizer and config load
-        here, refuse a shard longer than the model's context window before any model work."""
-        name = metadata.get("tokenizer") or metadata.get("pretrained")
-        if not isinstance(name, str):
-            return
-        try:
-            from transformers import AutoConfig, AutoTokenizer
-
-            tokenizer = AutoTokenizer.from_pretrained(name)
-            config = AutoConfig.from_pretrained(metadata.get("pretrained") or name)
-        except Exception as error:  # a Hub name offline, a GGUF directory, another backend's name
-            logger.debug("pdd_exchangeability: no context-window check for %r: %s", name, error)
-            return
-        window = metadata.get("max_length") or next(
-            (getattr(config, key) for key in ("max_position_embeddings", "n_positions") if hasattr(config, key)),
-            None,
-        )
-        if not isinstance(window, int):
-            return
-        separator = self.settings.separator
-        lengths = [len(tokenizer(separator.join(self.examples[a:b])).input_ids) + 1 for a, b in self.bounds]
-        longest = int(np.argmax(lengths))
-        if lengths[longest] > window:
-            raise ExchangeabilityError(
-                f"pdd_exchangeability: shard {longest} ({self.bounds[longest][1] - self.bounds[longest][0]} "
-                f"examples) is {lengths[longest]} tokens, more than the model's context window of {window}: "
-                "each shard, in every order, is scored as one sequence. Use more shards "
-                f"(--metadata '{{\"num_shards\": {self.settings.num_shards * (lengths[longest] // window + 1)}}}') "
-                "or fewer examples (max_examples)."
-            )
-        self.config.metadata["exchangeability_source"]["longest_shard_tokens"] = max(lengths)
