@@ -80,3 +80,14 @@ def test_context_draws_are_uniform_over_the_other_examples():
 def test_too_few_examples_for_the_context_is_an_error():
     with pytest.raises(ValueError, match="at least 3"):
         context_draws(2, 2, seed=0)
+
+
+def test_doctests():
+    import doctest
+
+    import pdd_metrics.codec
+    import pdd_tasks.tasks.codec
+
+    for module in (pdd_metrics.codec, pdd_tasks.tasks.codec):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__

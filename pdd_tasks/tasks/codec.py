@@ -21,8 +21,8 @@ One document per example long enough to score (more than ``skip_words`` words); 
 Both requests score the same continuation after the same words of the example, so Delta is their
 difference (summed over the same tokens: the sign of the paper's difference of means). The first words
 stay unscored because the reference code scores from the target's 11th token (``token_range=(10, -1)``):
-the first tokens of a text say little and would be scored after a start token in one request and
-after the separator in the other. Words rather than tokens keep the split tokenizer-free and at a
+the first tokens of a text say little, and they would follow the start of the sequence in one
+request and the separator in the other. Words rather than tokens keep the split tokenizer-free and at a
 word boundary, which every backend's ``(context, continuation)`` encoding keeps intact.
 
     lm_eval --model hf --model_args pretrained=<model> --include_path "$(lm-eval-pdd tasks-path)" \\
