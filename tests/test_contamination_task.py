@@ -45,16 +45,19 @@ def test_both_tests_on_each_task_beside_a_standard_eval(tiny_model, tasks_dir, t
         assert values[f"codec_examples/{source},none"] == 24
         assert 0 <= values[f"codec_score/{source},none"] <= 1
         assert f"codec_score/{source}_stderr,none" in values
-        assert values[f"exchangeability_shards/{source},none"] == 12
-        assert 0 <= values[f"exchangeability_pvalue/{source},none"] <= 1
+    assert values["exchangeability_shards/arc_easy_local,none"] == 12
+    assert 0 <= values["exchangeability_pvalue/arc_easy_local,none"] <= 1
+    # two GSM8K-shaped examples are longer than the tiny model's 256 tokens: that test is left out
+    # for that task, before scoring, and the results JSON says why
     summary = results["configs"]["pdd_contamination"]["metadata"]["contamination"]
-    assert summary["gsm8k_local"]["exchangeability"]["shards"] == 12
-    assert summary["gsm8k_local"]["exchangeability"]["longest_shard_tokens"] <= 256
+    assert summary["arc_easy_local"]["exchangeability"]["longest_shard_tokens"] <= 256
+    assert "more than the model's context window of 256" in summary["gsm8k_local"]["exchangeability"]["not_applicable"]
+    assert not any(key.startswith("exchangeability_pvalue/gsm8k_local") for key in values)
     samples = read_samples(tmp_path / "out", "pdd_contamination")
-    assert len(samples) == 2 * (24 + 12)
+    assert len(samples) == 2 * 24 + 12
     assert {(sample["doc"]["test"], sample["doc"]["source_task"]) for sample in samples} == {
-        (test, source) for test in ("codec", "exchangeability") for source in SOURCES
-    }
+        ("codec", "arc_easy_local"), ("codec", "gsm8k_local"), ("exchangeability", "arc_easy_local")
+    }  # fmt: skip
 
     # the same CoDeC documents and answers as pdd_codec's own run on that task
     args = harness_args(
