@@ -164,9 +164,10 @@ def test_the_task_is_indexed():
     ],
 )
 def test_bad_settings_are_refused(metadata, message):
+    from pdd_tasks.loading.examples import ExampleSourceError
     from pdd_tasks.tasks.exchangeability import ExchangeabilityError, ExchangeabilitySettings
 
-    with pytest.raises(ExchangeabilityError, match=message):
+    with pytest.raises((ExchangeabilityError, ExampleSourceError), match=message):
         ExchangeabilitySettings.from_metadata(metadata)
 
 
@@ -178,12 +179,12 @@ def test_a_pdd_task_as_source_task_is_refused(tiny_model, tmp_path):
         check=False,
     )
     assert process.returncode == 1 and "Traceback" not in process.stderr, process.stderr[-3000:]
-    for fragment in ("ExchangeabilityError", "source_task 'pdd_wikimia_32' is a pdd task", '"source_task": "arc_easy"', "data_files"):  # fmt: skip
+    for fragment in ("ExampleSourceError", "source_task 'pdd_wikimia_32' is a pdd task", '"source_task": "arc_easy"', "data_files"):  # fmt: skip
         assert fragment in process.stderr, process.stderr[-3000:]
 
 
 def test_unknown_source_task_names_the_include_path_setting():
-    from pdd_tasks.tasks.exchangeability import ExchangeabilityError, examples_from_task
+    from pdd_tasks.loading.examples import ExampleSourceError, examples_from_task
 
-    with pytest.raises(ExchangeabilityError, match="source_include_path"):
+    with pytest.raises(ExampleSourceError, match="source_include_path"):
         examples_from_task("pdd_no_such_task", str(SOURCE_DIR))

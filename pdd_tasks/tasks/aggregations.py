@@ -32,6 +32,7 @@ import numpy as np
 
 from pdd_metrics import (
     calibrate_threshold,
+    codec,
     dataset_inference_test,
     flag_members,
     roc_auc,
@@ -222,6 +223,54 @@ def metric_list(methods: tuple[str, ...]) -> list[dict]:
         {"metric": f"{BLIND}_{name}", "aggregation": aggregate, "higher_is_better": True}
         for name, aggregate in BLIND_AGGREGATIONS.items()
     ]
+
+
+# -- CoDeC (pdd_codec): items are the per-example deltas --------------------------------------------
+
+
+def codec_score(items) -> float:
+    """Share of examples whose log-likelihood drops with in-context examples (:func:`pdd_metrics.codec.codec_score`)."""
+    return codec.codec_score(items)
+
+
+def codec_score_stderr(items, iters: int) -> float:
+    """Binomial standard error (closed form; ``iters`` is not used)."""
+    return codec.codec_score_stderr(items)
+
+
+def codec_score_ci95_low(items) -> float:
+    """Lower end of the 95% Wilson interval of the CoDeC score."""
+    return codec.wilson_interval(items, 0.95)[0]
+
+
+def codec_score_ci95_high(items) -> float:
+    """Upper end of the 95% Wilson interval of the CoDeC score."""
+    return codec.wilson_interval(items, 0.95)[1]
+
+
+def codec_mean_delta(items) -> float:
+    """Mean Delta over the examples, in nats (negative = the context lowers the likelihood on average)."""
+    return float(np.mean(items))
+
+
+def codec_mean_delta_stderr(items, iters: int) -> float:
+    """Standard error of the mean Delta, std (ddof=1) / sqrt(N); NaN for one example."""
+    return float(np.std(items, ddof=1) / math.sqrt(len(items))) if len(items) > 1 else math.nan
+
+
+def codec_examples(items) -> int:
+    return len(items)
+
+
+#: Metric name -> (aggregation over the per-example deltas, higher_is_better) of ``pdd_codec``.
+CODEC_AGGREGATIONS = {
+    "codec_score": (codec_score, True),
+    "codec_score_ci95_low": (codec_score_ci95_low, True),
+    "codec_score_ci95_high": (codec_score_ci95_high, True),
+    "codec_mean_delta": (codec_mean_delta, False),
+    "codec_examples": (codec_examples, True),
+}
+STDERRS.update({codec_score: codec_score_stderr, codec_mean_delta: codec_mean_delta_stderr})
 
 
 # -- standard errors in the harness's table -------------------------------------------------------

@@ -101,6 +101,24 @@ def refuse_run_options(task: str, limit=None, apply_chat_template=False, system_
         )
 
 
+def loglikelihood_requests(task: str, doc: dict, doc_id: int, arguments: list[tuple[str, str]], **kwargs) -> list:
+    """Ordinary ``loglikelihood`` requests of one document of ``task`` (a dataset-level test's):
+    one per ``(context, continuation)`` in ``arguments``, in that order (``kwargs``: those of
+    ``construct_requests``)."""
+    from lm_eval.api.instance import Instance
+
+    return [
+        Instance(
+            request_type="loglikelihood",
+            doc=doc,
+            arguments=argument,
+            idx=index,
+            metadata=kwargs.get("metadata", (task, doc_id, 1)),
+        )
+        for index, argument in enumerate(arguments)
+    ]
+
+
 class AnswersFromAnotherModel(UserError):
     """The backend's answers were not computed by the run's model (a shared ``--use_cache`` file)."""
 

@@ -5,14 +5,9 @@ Models" (Oren, Meister, Chatterji, Ladhak, Hashimoto; ICLR 2024), run as an lm-e
 benchmark's own examples, with no reference set. The statistic is
 :func:`pdd_metrics.exchangeability.sharded_comparison_test`; this module builds the requests.
 
-Documents: the examples in their **canonical order**, from
-
-- a local file (``data_files``: JSONL, JSON, CSV or Parquet, in file order), each example its
-  ``text_field`` or a Jinja ``template`` over several fields (``"{{question}} {{answer}}"``), or
-- any lm-eval task (``source_task``, e.g. ``arc_easy`` or a YAML task of one's own found through
-  ``source_include_path``): its evaluation documents (test split, else validation) in the task's
-  own order, each rendered as the model sees it in that task: ``doc_to_text`` + ``target_delimiter``
-  + the gold target (the gold choice for multiple-choice tasks).
+Documents: the examples in their **canonical order**: a local file in file order or any lm-eval
+task's evaluation documents in the task's order, rendered as the model sees them there
+(:mod:`pdd_tasks.loading.examples`).
 
 What is scored, and why: the reference code tokenizes each example, concatenates a shard's examples
 in the given order into **one token sequence** and sums the log-probabilities of that sequence, so
@@ -43,7 +38,6 @@ from typing import Any
 
 import datasets
 import numpy as np
-from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
 from pdd_metrics.exchangeability import (
@@ -55,8 +49,8 @@ from pdd_metrics.exchangeability import (
     sharded_comparison_test,
 )
 from pdd_tasks import lm_eval_patches
-from pdd_tasks.errors import UserError, excerpt
-from pdd_tasks.loading.benchmark_data import DatasetError, read_local_rows
+from pdd_tasks.errors import UserError
+from pdd_tasks.loading.examples import ExampleSource
 
 
 logger = logging.getLogger(__name__)
@@ -70,7 +64,8 @@ _CITATION = """@inproceedings{oren2024proving,
 
 
 class ExchangeabilityError(UserError):
-    """A setting or the source of the examples is not usable; the message names the fix.
+    """A setting is not usable; the message names the fix (a source of examples that is not:
+    :class:`pdd_tasks.loading.examples.ExampleSourceError`).
 
     pdd_metrics' own errors (``TooFewExamples``) reach the user as this class, with their message."""
 
@@ -91,20 +86,15 @@ class ExchangeabilitySettings:
         seed: seeds the random orders (reference code: 0).
         separator: joins a shard's examples into one text (default "\\n").
         max_examples: score only the first N examples (default: all; the reference code: 5000).
-        data_files, text_field, template: a local source file and how an example is made of a row.
-        source_task, source_include_path: an lm-eval task as the source, and where to find it.
+        source: where the examples come from (``data_files`` or ``source_task``, with their keys).
     """
 
+    source: ExampleSource
     num_shards: int = DEFAULT_NUM_SHARDS
     permutations: int = DEFAULT_PERMUTATIONS
     seed: int = 0
     separator: str = "\n"
     max_examples: int | None = None
-    data_files: str | None = None
-    text_field: str = "text"
-    template: str | None = None
-    source_task: str | None = None
-    source_include_path: str | None = None
 
     @classmethod
     def from_metadata(cls, metadata: dict) -> ExchangeabilitySettings:
@@ -116,136 +106,18 @@ class ExchangeabilitySettings:
             max_examples=(
                 None if metadata.get("max_examples") is None else _whole("max_examples", metadata["max_examples"], 4)
             ),
-            data_files=metadata.get("data_files") or None,
-            text_field=metadata.get("text_field") or "text",
-            template=metadata.get("template") or None,
-            source_task=metadata.get("source_task") or None,
-            source_include_path=metadata.get("source_include_path") or None,
+            source=ExampleSource.from_metadata(metadata, "pdd_exchangeability"),
         )
         if not isinstance(settings.separator, str):
             raise ExchangeabilityError(f'metadata separator={settings.separator!r}: expected a string, e.g. "\\n".')
-        if bool(settings.data_files) == bool(settings.source_task):
-            raise ExchangeabilityError(
-                "pdd_exchangeability needs exactly one source of examples in their canonical order: "
-                '--metadata \'{"data_files": "benchmark.jsonl", "text_field": "text"}\' (or a "template" '
-                'such as "{{question}} {{answer}}") or --metadata \'{"source_task": "arc_easy"}\' '
-                f"(got data_files={settings.data_files!r}, source_task={settings.source_task!r})."
-            )
         return settings
 
 
-# -- the examples, in canonical order --------------------------------------------------------------
+# -- the examples, in canonical order (pdd_tasks.loading.examples) ---------------------------------
 
 
-def examples_from_file(path: str, text_field: str = "text", template: str | None = None) -> list[str]:
-    """The examples of a local file in file order: ``row[text_field]``, or ``template`` rendered
-    (Jinja, as lm-eval's ``doc_to_text``) with the row's fields."""
-    rows = read_local_rows(path)
-    if template is not None:
-        from jinja2.exceptions import UndefinedError
-        from lm_eval.utils import apply_template
-
-        def render(row: dict) -> str:
-            try:
-                return apply_template(template, row)
-            except UndefinedError as error:
-                raise DatasetError(
-                    f"{path}: the template {template!r} names a field the rows lack ({error}; fields: "
-                    f"{excerpt(sorted(row))}). Name fields of the file in the template."
-                ) from None
-
-    else:
-
-        def render(row: dict) -> str:
-            if text_field not in row:
-                raise DatasetError(
-                    f"{path}: no field {text_field!r} (fields: {excerpt(sorted(row))}). Name the text field with "
-                    '--metadata \'{"text_field": "..."}\' or join several with a "template", e.g. '
-                    '"{{question}} {{answer}}".'
-                )
-            return str(row[text_field])
-
-    return [render(row) for row in rows]
-
-
-def render_task_doc(task, doc: dict) -> str:
-    """A document of an lm-eval task as the model reads it there, with its gold answer:
-    ``doc_to_text`` + ``target_delimiter`` + gold target (the gold choice for multiple-choice)."""
-    text = task.doc_to_text(doc)
-    target = task.doc_to_target(doc)
-    choices = task.doc_to_choice(doc) if task.OUTPUT_TYPE == "multiple_choice" else None
-    if isinstance(text, int) and choices is not None:  # multiple_input tasks: the text is a choice
-        text = choices[text]
-    if isinstance(target, list):
-        target = target[0] if target else ""
-    if isinstance(target, int) and choices is not None:
-        target = choices[target]
-    return f"{text}{task.config.target_delimiter}{target}"
-
-
-def examples_from_task(name: str, include_path: str | None = None) -> list[str]:
-    """The evaluation documents of lm-eval task ``name`` in the task's order, rendered."""
-    from lm_eval.tasks import TaskManager, get_task_dict
-
-    manager = TaskManager(include_path=include_path)
-    if name not in manager.all_tasks:
-        raise ExchangeabilityError(
-            f"source_task {name!r}: no such lm-eval task. For a YAML task of your own, add "
-            f'--metadata \'{{"source_include_path": "<its directory>"}}\' (lm_eval\'s --include_path does '
-            "not reach this task); `lm_eval ls tasks` lists the others."
-        )
-    refuse_membership_task(name, manager)
-    try:
-        loaded = get_task_dict([name], manager)
-    except Exception as error:  # offline Hub dataset, missing file, ...
-        raise ExchangeabilityError(
-            f"source_task {name!r}: its documents could not be loaded ({type(error).__name__}: {error}). "
-            "Without network the task's dataset must be in the local HF datasets cache, or use "
-            '--metadata \'{"data_files": "<a local copy>"}\' instead.'
-        ) from None
-    tasks = [task for task in loaded.values() if isinstance(task, ConfigurableTask)]
-    if len(tasks) != 1 or len(loaded) != 1:
-        raise ExchangeabilityError(
-            f"source_task {name!r} is a group of tasks; give one task (each has its own canonical order)."
-        )
-    task = tasks[0]
-    return [render_task_doc(task, doc) for doc in task.eval_docs]
-
-
-def refuse_membership_task(name: str, manager) -> None:
-    """Refuse a pdd task as ``source_task`` (read from its YAML's ``class``, before it is built):
-    its documents are membership texts with labels, not a benchmark's examples in a published order."""
-    from lm_eval.tasks._yaml_loader import load_yaml
-
-    from pdd_tasks.tasks.base import MembershipInferenceTask
-
-    entry = manager.task_index.get(name)
-    try:
-        task_class = load_yaml(entry.yaml_path, resolve_func=True).get("class") if entry and entry.yaml_path else None
-    except Exception as error:  # noqa: BLE001 - a YAML lm-eval itself cannot read: its own error comes next
-        logger.debug("source_task %r: could not read %s: %s", name, entry.yaml_path, error)
-        return
-    if isinstance(task_class, type) and issubclass(task_class, (MembershipInferenceTask, ExchangeabilityTask)):
-        raise ExchangeabilityError(
-            f"source_task {name!r} is a pdd task: its documents are membership texts (suspect members and "
-            f"non-members), not a benchmark's examples in the order it was published, so their order says nothing "
-            f"about contamination. Point source_task at the benchmark's own lm-eval task (e.g. "
-            f'--metadata \'{{"source_task": "arc_easy"}}\'), or data_files at the benchmark file in its published '
-            f'order (--metadata \'{{"data_files": "<file>"}}\').'
-        )
-
-
-def load_examples(settings: ExchangeabilitySettings) -> tuple[list[str], str]:
-    """The examples in canonical order and a description of their source."""
-    if settings.source_task:
-        examples = examples_from_task(settings.source_task, settings.source_include_path)
-        source = f"lm-eval task {settings.source_task}"
-    else:
-        examples = examples_from_file(settings.data_files, settings.text_field, settings.template)
-        source = str(settings.data_files)
-    for index, example in enumerate(examples):
-        if not example.strip():
-            raise DatasetError(f"{source}, example {index}: the text is empty. Remove the row.")
+def first_examples(examples: list[str], settings: ExchangeabilitySettings, source: str) -> list[str]:
+    """The first ``max_examples`` of the examples (all of them by default)."""
     if settings.max_examples is not None and len(examples) > settings.max_examples:
         logger.warning(
             "pdd_exchangeability: scoring the first %d of the %d examples of %s (max_examples).",
@@ -253,8 +125,8 @@ def load_examples(settings: ExchangeabilitySettings) -> tuple[list[str], str]:
             len(examples),
             source,
         )
-        examples = examples[: settings.max_examples]
-    return examples, source
+        return examples[: settings.max_examples]
+    return examples
 
 
 # -- metrics: aggregations over the per-shard items ------------------------------------------------
@@ -307,6 +179,79 @@ METRICS = {
 }
 
 
+# -- documents and requests -------------------------------------------------------------------------
+
+
+def shard_documents(
+    examples: list[str], bounds: list[tuple[int, int]], settings: ExchangeabilitySettings
+) -> list[dict]:
+    """One document per shard: its index, first example, examples and their joined text."""
+    return [
+        {
+            "shard": shard,
+            "start": start,
+            "examples": examples[start:stop],
+            "text": settings.separator.join(examples[start:stop]),
+        }
+        for shard, (start, stop) in enumerate(bounds)
+    ]
+
+
+def shard_orders(doc: dict, settings: ExchangeabilitySettings) -> list[list[int]]:
+    """The canonical order of a shard, then its random orders (indices into its examples)."""
+    size = len(doc["examples"])
+    permuted = shard_permutations(size, settings.permutations, settings.seed, doc["shard"])
+    return [list(range(size))] + permuted.tolist()
+
+
+def exchangeability_arguments(doc: dict, settings: ExchangeabilitySettings) -> list[tuple[str, str]]:
+    """The (context, continuation) of a shard's requests: empty context, the shard's examples joined in
+    each order of :func:`shard_orders`."""
+    return [("", settings.separator.join(doc["examples"][i] for i in order)) for order in shard_orders(doc, settings)]
+
+
+def exchangeability_item(doc: dict, results: list) -> tuple:
+    """A shard's item of every metric: (canonical log-likelihood, the permuted ones, examples in it)."""
+    logprobs = [float(result[0]) if isinstance(result, tuple) else float(result) for result in results]
+    return (logprobs[0], tuple(logprobs[1:]), len(doc["examples"]))
+
+
+def check_context_window(
+    examples: list[str], bounds: list[tuple[int, int]], settings: ExchangeabilitySettings, metadata: dict
+) -> int | None:
+    """Where ``--model_args pretrained=...`` names an HF model whose tokenizer and config load here,
+    refuse a shard longer than the model's context window before any model work; the longest shard's
+    length in tokens (None where there is no such model to check with)."""
+    name = metadata.get("tokenizer") or metadata.get("pretrained")
+    if not isinstance(name, str):
+        return None
+    try:
+        from transformers import AutoConfig, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(name)
+        config = AutoConfig.from_pretrained(metadata.get("pretrained") or name)
+    except Exception as error:  # a Hub name offline, a GGUF directory, another backend's name
+        logger.debug("pdd_exchangeability: no context-window check for %r: %s", name, error)
+        return None
+    window = metadata.get("max_length") or next(
+        (getattr(config, key) for key in ("max_position_embeddings", "n_positions") if hasattr(config, key)),
+        None,
+    )
+    if not isinstance(window, int):
+        return None
+    lengths = [len(tokenizer(settings.separator.join(examples[a:b])).input_ids) + 1 for a, b in bounds]
+    longest = int(np.argmax(lengths))
+    if lengths[longest] > window:
+        raise ExchangeabilityError(
+            f"pdd_exchangeability: shard {longest} ({bounds[longest][1] - bounds[longest][0]} "
+            f"examples) is {lengths[longest]} tokens, more than the model's context window of {window}: "
+            "each shard, in every order, is scored as one sequence. Use more shards "
+            f"(--metadata '{{\"num_shards\": {settings.num_shards * (lengths[longest] // window + 1)}}}') "
+            "or fewer examples (max_examples)."
+        )
+    return max(lengths)
+
+
 # -- the task ---------------------------------------------------------------------------------------
 
 
@@ -319,7 +264,8 @@ class ExchangeabilityTask(ConfigurableTask):
         config.pop("class", None)
         metadata = dict(config.get("metadata") or {})
         self.settings = ExchangeabilitySettings.from_metadata(metadata)
-        self.examples, self.source = load_examples(self.settings)
+        loaded, self.source = self.settings.source.load()
+        self.examples = first_examples(loaded, self.settings, self.source)
         try:
             self.bounds = shard_bounds(len(self.examples), self.settings.num_shards)
         except TooFewExamples as error:
@@ -331,27 +277,16 @@ class ExchangeabilityTask(ConfigurableTask):
         config["process_results"] = self.process_results
         super().__init__(config=config)
         self.config.metadata["exchangeability_source"] = {"source": self.source, "examples": len(self.examples)}
-        self.check_context_window(metadata)
+        longest = check_context_window(self.examples, self.bounds, self.settings, metadata)
+        if longest is not None:
+            self.config.metadata["exchangeability_source"]["longest_shard_tokens"] = longest
 
     def download(self, dataset_kwargs=None, **kwargs) -> None:
-        separator = self.settings.separator
-        shards = [self.examples[start:stop] for start, stop in self.bounds]
         self.dataset = {
-            self.config.test_split: datasets.Dataset.from_dict(
-                {
-                    "shard": list(range(len(shards))),
-                    "start": [start for start, _ in self.bounds],
-                    "examples": shards,
-                    "text": [separator.join(shard) for shard in shards],
-                }
+            self.config.test_split: datasets.Dataset.from_list(
+                shard_documents(self.examples, self.bounds, self.settings)
             )
         }
-
-    def shard_orders(self, doc: dict) -> list[list[int]]:
-        """The canonical order of a shard, then its random orders (indices into its examples)."""
-        size = len(doc["examples"])
-        permuted = shard_permutations(size, self.settings.permutations, self.settings.seed, doc["shard"])
-        return [list(range(size))] + permuted.tolist()
 
     def build_all_requests(self, **kwargs) -> None:
         """lm-eval's request building, after refusing ``--limit 0`` and chat templates (each order of a
@@ -361,53 +296,12 @@ class ExchangeabilityTask(ConfigurableTask):
         refuse_run_options(self.config.task, **kwargs)
         super().build_all_requests(**kwargs)
 
-    def construct_requests(self, doc: dict, ctx, **kwargs) -> list[Instance]:
-        separator = self.settings.separator
-        return [
-            Instance(
-                request_type="loglikelihood",
-                doc=doc,
-                arguments=("", separator.join(doc["examples"][i] for i in order)),
-                idx=index,
-                metadata=kwargs.get("metadata", (self.config.task, doc["shard"], 1)),
-            )
-            for index, order in enumerate(self.shard_orders(doc))
-        ]
+    def construct_requests(self, doc: dict, ctx, **kwargs) -> list:
+        from pdd_tasks.tasks.base import loglikelihood_requests
+
+        return loglikelihood_requests(
+            self.config.task, doc, doc["shard"], exchangeability_arguments(doc, self.settings), **kwargs
+        )
 
     def process_results(self, doc: dict, results: list) -> dict:
-        logprobs = [float(result[0]) if isinstance(result, tuple) else float(result) for result in results]
-        item = (logprobs[0], tuple(logprobs[1:]), len(doc["examples"]))
-        return dict.fromkeys(METRICS, item)
-
-    def check_context_window(self, metadata: dict) -> None:
-        """Where ``--model_args pretrained=...`` names an HF model whose tokenizer and config load
-        here, refuse a shard longer than the model's context window before any model work."""
-        name = metadata.get("tokenizer") or metadata.get("pretrained")
-        if not isinstance(name, str):
-            return
-        try:
-            from transformers import AutoConfig, AutoTokenizer
-
-            tokenizer = AutoTokenizer.from_pretrained(name)
-            config = AutoConfig.from_pretrained(metadata.get("pretrained") or name)
-        except Exception as error:  # a Hub name offline, a GGUF directory, another backend's name
-            logger.debug("pdd_exchangeability: no context-window check for %r: %s", name, error)
-            return
-        window = metadata.get("max_length") or next(
-            (getattr(config, key) for key in ("max_position_embeddings", "n_positions") if hasattr(config, key)),
-            None,
-        )
-        if not isinstance(window, int):
-            return
-        separator = self.settings.separator
-        lengths = [len(tokenizer(separator.join(self.examples[a:b])).input_ids) + 1 for a, b in self.bounds]
-        longest = int(np.argmax(lengths))
-        if lengths[longest] > window:
-            raise ExchangeabilityError(
-                f"pdd_exchangeability: shard {longest} ({self.bounds[longest][1] - self.bounds[longest][0]} "
-                f"examples) is {lengths[longest]} tokens, more than the model's context window of {window}: "
-                "each shard, in every order, is scored as one sequence. Use more shards "
-                f"(--metadata '{{\"num_shards\": {self.settings.num_shards * (lengths[longest] // window + 1)}}}') "
-                "or fewer examples (max_examples)."
-            )
-        self.config.metadata["exchangeability_source"]["longest_shard_tokens"] = max(lengths)
+        return dict.fromkeys(METRICS, exchangeability_item(doc, results))

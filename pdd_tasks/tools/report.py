@@ -305,9 +305,21 @@ def _groups(results: dict) -> set[str]:
     )
 
 
+def _dataset_test_line(what: str, values: dict, metric: str, count: str, unit: str, keys: str) -> str:
+    """``what`` followed by a dataset-level test's value (``metric``), from how many ``unit``, and
+    where its metrics are in the results JSON (``keys``)."""
+    value, number = values.get(f"{metric},none"), values.get(f"{count},none")
+    return (
+        f"{what} "
+        + (f"{value:.3g}" if isinstance(value, (int, float)) else "n/a")
+        + (f" from {number} {unit}" if isinstance(number, int) else "")
+        + f" (results JSON: {keys})"
+    )
+
+
 def left_out(results: dict) -> list[tuple[str, str]]:
     """(task, why) for each task of a results JSON that the method table and report do not show (no
-    member/non-member AUC): unlabelled pdd_custom runs, pdd_exchangeability, other tasks. Groups are
+    member/non-member AUC): unlabelled pdd_custom runs, pdd_exchangeability, pdd_codec, other tasks. Groups are
     not listed (their tasks are)."""
     shown_tasks = set(pdd_tasks_of(results)) | _groups(results)
     out = []
@@ -324,14 +336,15 @@ def left_out(results: dict) -> list[tuple[str, str]]:
                 "<output_path>` lists each text's decision"
             )
         elif "exchangeability_pvalue" in keys:
-            pvalue = values.get("exchangeability_pvalue,none")
-            shards = values.get("exchangeability_shards,none")
-            why = (
-                "a test of the texts' order (exchangeability), not a per-text membership score: p-value "
-                + (f"{pvalue:.3g}" if isinstance(pvalue, (int, float)) else "n/a")
-                + (f" from {shards} shards" if isinstance(shards, int) else "")
-                + " (results JSON: exchangeability_*)"
-            )
+            why = _dataset_test_line(
+                "a test of the texts' order (exchangeability), not a per-text membership score: p-value",
+                values, "exchangeability_pvalue", "exchangeability_shards", "shards", "exchangeability_*",
+            )  # fmt: skip
+        elif "codec_score" in keys:
+            why = _dataset_test_line(
+                "a dataset-level contamination score (CoDeC), not a per-text membership score:",
+                values, "codec_score", "codec_examples", "examples", "codec_*",
+            )  # fmt: skip
         elif task.startswith("pdd_"):
             why = "no member/non-member AUC in its results"
         else:

@@ -1,0 +1,173 @@
+"""A benchmark's examples as text, for the dataset-level tests (``pdd_exchangeability``, ``pdd_codec``).
+
+The examples come, in the benchmark's own order, from
+
+- a local file (``data_files``: JSONL, JSON, CSV or Parquet, in file order), each example its
+  ``text_field`` or a Jinja ``template`` over several fields (``"{{question}} {{answer}}"``), or
+- any lm-eval task (``source_task``, e.g. ``arc_easy`` or a YAML task of one's own found through
+  ``source_include_path``): its evaluation documents (test split, else validation) in the task's
+  own order, each rendered as the model sees it in that task: ``doc_to_text`` + ``target_delimiter``
+  + the gold target (the gold choice for multiple-choice tasks).
+
+A pdd task as ``source_task`` is refused (:func:`refuse_pdd_task`): its documents are membership texts
+or a test's own items, not a benchmark's examples.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from pdd_tasks.errors import UserError, excerpt
+from pdd_tasks.loading.files import DatasetError, read_rows
+
+
+logger = logging.getLogger(__name__)
+
+
+class ExampleSourceError(UserError):
+    """The source of a dataset-level test's examples (``source_task``, ``data_files``) is not usable;
+    the message names the fix."""
+
+
+def examples_from_file(path: str, text_field: str = "text", template: str | None = None) -> list[str]:
+    """The examples of a local file in file order: ``row[text_field]``, or ``template`` rendered
+    (Jinja, as lm-eval's ``doc_to_text``) with the row's fields."""
+    rows = read_rows(path)
+    if template is not None:
+        from jinja2.exceptions import UndefinedError
+        from lm_eval.utils import apply_template
+
+        def render(row: dict) -> str:
+            try:
+                return apply_template(template, row)
+            except UndefinedError as error:
+                raise DatasetError(
+                    f"{path}: the template {template!r} names a field the rows lack ({error}; fields: "
+                    f"{excerpt(sorted(row))}). Name fields of the file in the template."
+                ) from None
+
+    else:
+
+        def render(row: dict) -> str:
+            if text_field not in row:
+                raise DatasetError(
+                    f"{path}: no field {text_field!r} (fields: {excerpt(sorted(row))}). Name the text field with "
+                    '--metadata \'{"text_field": "..."}\' or join several with a "template", e.g. '
+                    '"{{question}} {{answer}}".'
+                )
+            return str(row[text_field])
+
+    return [render(row) for row in rows]
+
+
+def render_task_doc(task, doc: dict) -> str:
+    """A document of an lm-eval task as the model reads it there, with its gold answer:
+    ``doc_to_text`` + ``target_delimiter`` + gold target (the gold choice for multiple-choice)."""
+    text = task.doc_to_text(doc)
+    target = task.doc_to_target(doc)
+    choices = task.doc_to_choice(doc) if task.OUTPUT_TYPE == "multiple_choice" else None
+    if isinstance(text, int) and choices is not None:  # multiple_input tasks: the text is a choice
+        text = choices[text]
+    if isinstance(target, list):
+        target = target[0] if target else ""
+    if isinstance(target, int) and choices is not None:
+        target = choices[target]
+    return f"{text}{task.config.target_delimiter}{target}"
+
+
+def examples_from_task(name: str, include_path: str | None = None) -> list[str]:
+    """The evaluation documents of lm-eval task ``name`` in the task's order, rendered."""
+    from lm_eval.api.task import ConfigurableTask
+    from lm_eval.tasks import TaskManager, get_task_dict
+
+    manager = TaskManager(include_path=include_path)
+    if name not in manager.all_tasks:
+        raise ExampleSourceError(
+            f"source_task {name!r}: no such lm-eval task. For a YAML task of your own, add "
+            f'--metadata \'{{"source_include_path": "<its directory>"}}\' (lm_eval\'s --include_path does '
+            "not reach this task); `lm_eval ls tasks` lists the others."
+        )
+    refuse_pdd_task(name, manager)
+    try:
+        loaded = get_task_dict([name], manager)
+    except Exception as error:  # offline Hub dataset, missing file, ...
+        raise ExampleSourceError(
+            f"source_task {name!r}: its documents could not be loaded ({type(error).__name__}: {error}). "
+            "Without network the task's dataset must be in the local HF datasets cache, or use "
+            '--metadata \'{"data_files": "<a local copy>"}\' instead.'
+        ) from None
+    tasks = [task for task in loaded.values() if isinstance(task, ConfigurableTask)]
+    if len(tasks) != 1 or len(loaded) != 1:
+        raise ExampleSourceError(
+            f"source_task {name!r} is a group of tasks; give one task (each task is its own dataset: test each "
+            "one on its own)."
+        )
+    task = tasks[0]
+    return [render_task_doc(task, doc) for doc in task.eval_docs]
+
+
+def refuse_pdd_task(name: str, manager) -> None:
+    """Refuse a pdd task as ``source_task`` (read from its YAML's ``class``, before it is built): its
+    documents are membership texts or a dataset-level test's own items, not a benchmark's examples."""
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    entry = manager.task_index.get(name)
+    try:
+        task_class = load_yaml(entry.yaml_path, resolve_func=True).get("class") if entry and entry.yaml_path else None
+    except Exception as error:  # noqa: BLE001 - a YAML lm-eval itself cannot read: its own error comes next
+        logger.debug("source_task %r: could not read %s: %s", name, entry.yaml_path, error)
+        return
+    if isinstance(task_class, type) and task_class.__module__.startswith("pdd_tasks."):
+        raise ExampleSourceError(
+            f"source_task {name!r} is a pdd task: its documents are membership texts (suspect members and "
+            f"non-members) or a test's own items, not a benchmark's examples as published, so testing them says "
+            f"nothing about the benchmark's contamination. Point source_task at the benchmark's own lm-eval task "
+            f'(e.g. --metadata \'{{"source_task": "arc_easy"}}\'), or data_files at the benchmark file in its '
+            f'published order (--metadata \'{{"data_files": "<file>"}}\').'
+        )
+
+
+@dataclass(frozen=True)
+class ExampleSource:
+    """Where a dataset-level test's examples come from: exactly one of ``source_task`` (with
+    ``source_include_path``) and ``data_files`` (with ``text_field`` or ``template``)."""
+
+    data_files: str | None = None
+    text_field: str = "text"
+    template: str | None = None
+    source_task: str | None = None
+    source_include_path: str | None = None
+
+    @classmethod
+    def from_metadata(cls, metadata: dict, task: str) -> ExampleSource:
+        """The source named by a task's metadata; ``task`` names the test in the message that refuses
+        none or two sources."""
+        source = cls(
+            data_files=metadata.get("data_files") or None,
+            text_field=metadata.get("text_field") or "text",
+            template=metadata.get("template") or None,
+            source_task=metadata.get("source_task") or None,
+            source_include_path=metadata.get("source_include_path") or None,
+        )
+        if bool(source.data_files) == bool(source.source_task):
+            raise ExampleSourceError(
+                f"{task} needs exactly one source of examples: "
+                '--metadata \'{"data_files": "benchmark.jsonl", "text_field": "text"}\' (or a "template" '
+                'such as "{{question}} {{answer}}") or --metadata \'{"source_task": "arc_easy"}\' '
+                f"(got data_files={source.data_files!r}, source_task={source.source_task!r})."
+            )
+        return source
+
+    def load(self) -> tuple[list[str], str]:
+        """The examples in their order, and a description of their source. An empty example is an error."""
+        if self.source_task:
+            examples = examples_from_task(self.source_task, self.source_include_path)
+            description = f"lm-eval task {self.source_task}"
+        else:
+            examples = examples_from_file(self.data_files, self.text_field, self.template)
+            description = str(self.data_files)
+        for index, example in enumerate(examples):
+            if not example.strip():
+                raise DatasetError(f"{description}, example {index}: the text is empty. Remove the row.")
+        return examples, description
