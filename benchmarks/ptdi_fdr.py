@@ -21,7 +21,7 @@ With ``--members 0`` every identification is false and the FDR is the chance of 
 ``--tiny-members`` WikiMIA-32 texts, then a real ``lm_eval`` run of labelled ``pdd_custom`` on those
 texts (label 1) and ``--tiny-unseen`` others (label 0) with ``--log_samples``:
 
-    python benchmarks/ptdi_fdr.py --tiny /tmp/ptdi-tiny --tiny-members 100 --steps 300 --seeds 200
+    python benchmarks/ptdi_fdr.py --tiny /tmp/ptdi-tiny --tiny-members 48 --steps 300 --seeds 200
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("samples", nargs="?", type=Path, help="samples log of a labelled pdd run")
     parser.add_argument("--tiny", type=Path, help="make the samples log in this folder (see above)")
-    parser.add_argument("--tiny-members", type=int, default=100)
+    parser.add_argument("--tiny-members", type=int, default=48)
     parser.add_argument("--tiny-unseen", type=int, default=400)
     parser.add_argument("--steps", type=int, default=300, help="training steps of the tiny model")
     parser.add_argument("--members", type=int, default=20, help="members among the suspects per draw")
