@@ -3,6 +3,7 @@
 Every score is oriented so that higher = more likely a member; labels use 1 = member.
 """
 
+from .conformal import Identification, benjamini_hochberg, conformal_p_values, identify_members
 from .contamination import RankTestResult, calibrate_threshold, flag_members, suspect_vs_reference_test
 from .dataset_inference import DatasetInferenceResult, dataset_inference_test
 from .evaluation import (
@@ -42,6 +43,10 @@ __all__ = [
     "FPR_RULES",
     "OneClassError",
     "RankTestResult",
+    "Identification",
+    "benjamini_hochberg",
+    "conformal_p_values",
+    "identify_members",
     "calibrate_threshold",
     "flag_members",
     "suspect_vs_reference_test",

@@ -222,6 +222,22 @@ def _with_pdd_stderrs(stock):
     return stderr_for_metric
 
 
+def _annotating_samples(stock):
+    """Replacement of ``evaluator_utils._collect_results``: the stock function (every task's metrics
+    aggregated), then each task that has ``annotate_logged_samples`` adds to its logged samples the
+    per-text values that depend on every text of the run (pdd_custom: PTDI's p-values and decisions)."""
+
+    def _collect_results(eval_results_acc, *args, **kwargs):
+        result = stock(eval_results_acc, *args, **kwargs)
+        for name, acc in eval_results_acc.items():
+            annotate = getattr(acc["task"], "annotate_logged_samples", None)
+            if annotate is not None and result.samples.get(name):
+                annotate(result.samples[name])
+        return result
+
+    return _collect_results
+
+
 def _hflm() -> list[type]:
     from lm_eval.models.huggingface import HFLM
 
@@ -335,6 +351,18 @@ PATCHES: tuple[Patch, ...] = (
         when="always",
         targets=lambda: [(_evaluator_utils(), "stderr_for_metric")],
         replacement=_with_pdd_stderrs,
+    ),
+    Patch(
+        name="samples-after-aggregation",
+        purpose=(
+            "--log_samples holds per-text values that need every text of the run: pdd_custom's PTDI p-value "
+            "and identification per method (annotate_logged_samples), added after the metrics are aggregated, "
+            "on the process that writes the samples (also in a multi-process run)"
+        ),
+        changes="evaluator_utils.py: _collect_results (called by _process_results)",
+        when="always",
+        targets=lambda: [(_evaluator_utils(), "_collect_results")],
+        replacement=_annotating_samples,
     ),
 )
 

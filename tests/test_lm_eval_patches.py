@@ -122,6 +122,7 @@ print(json.dumps({
         "LocalCompletionsAPI.loglikelihood",
         "OpenAIChatCompletion.loglikelihood",
         "VLLM.loglikelihood",
+        "lm_eval.evaluator_utils._collect_results",
         "lm_eval.evaluator_utils.stderr_for_metric",
         "sys.excepthook",
     ]

@@ -31,10 +31,12 @@ import math
 import numpy as np
 
 from pdd_metrics import (
+    Identification,
     calibrate_threshold,
     codec,
     dataset_inference_test,
     flag_members,
+    identify_members,
     roc_auc,
     suspect_vs_reference_test,
     tpr_at_fpr,
@@ -341,8 +343,29 @@ def suspect_mean(items) -> float:
     return float(np.mean(suspect))
 
 
-def contamination_aggregations(target_fpr: float) -> dict:
-    """``name -> (aggregation, higher_is_better)`` for suspect texts against known non-members."""
+def identification(items, target_fpr: float, target_fdr: float) -> Identification:
+    """PTDI on ``(score, is_suspect)`` items (:func:`pdd_metrics.identify_members`): each suspect
+    text's conformal p-value against the reference texts, and the texts Benjamini-Hochberg
+    identifies at ``target_fdr``, in the items' order. Warns (once per size) where the reference
+    set is too small for any p-value to reach ``target_fdr``."""
+    suspect, reference = _split_roles(items, target_fpr)
+    if 1 / (len(reference) + 1) > target_fdr:
+        _warn_once_per(
+            ("fdr", len(reference), target_fdr),
+            "PTDI identifies no text: with %d reference texts no conformal p-value is below 1/%d = %.3g, above "
+            "target_fdr=%s. Give at least %d known non-members (many more for power), or raise target_fdr.",
+            len(reference),
+            len(reference) + 1,
+            1 / (len(reference) + 1),
+            target_fdr,
+            math.ceil(1 / target_fdr - 1),
+        )
+    return identify_members(suspect, reference, target_fdr)
+
+
+def contamination_aggregations(target_fpr: float, target_fdr: float) -> dict:
+    """``name -> (aggregation, higher_is_better)`` for suspect texts against known non-members;
+    ``identified`` is the number of suspect texts PTDI identifies at ``target_fdr``."""
 
     def threshold(items) -> float:
         return calibrate_threshold(_split_roles(items, target_fpr)[1], target_fpr)
@@ -357,11 +380,15 @@ def contamination_aggregations(target_fpr: float) -> dict:
     def pvalue(items) -> float:
         return suspect_vs_reference_test(*_split_roles(items, target_fpr)).p_value
 
+    def identified(items) -> int:
+        return identification(items, target_fpr, target_fdr).count
+
     return {
         "threshold": (threshold, True),
         "flagged": (flagged, True),
         "suspect_auc": (suspect_auc, True),
         "pvalue": (pvalue, False),
+        "identified": (identified, True),
     }
 
 

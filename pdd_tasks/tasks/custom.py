@@ -14,6 +14,12 @@ reports
 - ``<method>_suspect_auc`` and ``<method>_pvalue``: the one-sided Mann-Whitney U test of suspect
   against reference scores (:func:`pdd_metrics.suspect_vs_reference_test`): is the suspect set, as
   a whole, scored as more "seen" than the known non-members?
+- ``<method>_identified``: PTDI (Liu et al., ICML 2026, arXiv 2510.09717;
+  :func:`pdd_metrics.identify_members`): each suspect text's conformal p-value against the reference
+  scores, then Benjamini-Hochberg at metadata ``target_fdr`` (default 0.1): the number of suspect
+  texts identified as members, of which at most a ``target_fdr`` share is expected to be non-members
+  (if the references are exchangeable with the non-member suspects). Per text, ``--log_samples``
+  holds ``ptdi``: ``{method: {"p_value": ..., "identified": ...}}``.
 
 With reference texts the task also runs **dataset inference** (Maini et al., NeurIPS 2024;
 :func:`pdd_metrics.dataset_inference_test`): every method's per-text score is a feature, a linear
@@ -46,10 +52,11 @@ from pdd_tasks.tasks.base import MembershipInferenceTask
 logger = logging.getLogger(__name__)
 
 DEFAULT_TARGET_FPR = 0.05
+DEFAULT_TARGET_FDR = 0.1
 DEFAULT_LABEL_FIELD = "label"
 SUSPECT, REFERENCE = "suspect", "reference"
 #: The metadata keys of pdd_custom besides the method settings.
-CUSTOM_KEYS = ("data_files", "reference_files", "target_fpr", "text_field", "label_field", "language")
+CUSTOM_KEYS = ("data_files", "reference_files", "target_fpr", "target_fdr", "text_field", "label_field", "language")
 
 
 @dataclass(frozen=True)
@@ -60,14 +67,25 @@ class CustomData:
     labelled: bool
     has_reference: bool
     target_fpr: float
+    target_fdr: float
+
+
+def _rate(metadata: dict, key: str, default: float, examples: str) -> float:
+    value = metadata.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise SettingError(f"metadata {key}={value!r}: expected a rate in (0, 1), e.g. {examples}.")
+    return float(value)
 
 
 def target_fpr(metadata: dict) -> float:
     """The ``target_fpr`` of a ``pdd_custom`` run's metadata (default :data:`DEFAULT_TARGET_FPR`), checked."""
-    value = metadata.get("target_fpr", DEFAULT_TARGET_FPR)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
-        raise SettingError(f"metadata target_fpr={value!r}: expected a rate in (0, 1), e.g. 0.05 or 0.01.")
-    return float(value)
+    return _rate(metadata, "target_fpr", DEFAULT_TARGET_FPR, "0.05 or 0.01")
+
+
+def target_fdr(metadata: dict) -> float:
+    """The ``target_fdr`` of a ``pdd_custom`` run's metadata (default :data:`DEFAULT_TARGET_FDR`), checked:
+    the false discovery rate at which PTDI identifies members (Benjamini-Hochberg)."""
+    return _rate(metadata, "target_fdr", DEFAULT_TARGET_FDR, "0.1 or 0.05")
 
 
 def _check_paths(key: str, value) -> None:
@@ -97,7 +115,7 @@ def read_custom_data(metadata: dict) -> CustomData:
     text_field = metadata.get("text_field", "text")
     label_field = metadata.get("label_field", DEFAULT_LABEL_FIELD)
     reference_path = metadata.get("reference_files")
-    rate = target_fpr(metadata)
+    rate, fdr = target_fpr(metadata), target_fdr(metadata)
     rows = read_local_rows(path)
     labelled = label_field is not None and any(label_field in row for row in rows)
     if not labelled and label_field not in (None, DEFAULT_LABEL_FIELD):  # a named field no row has: a typo?
@@ -110,7 +128,7 @@ def read_custom_data(metadata: dict) -> CustomData:
                 f"--metadata '{{\"label_field\": null}}' to treat {path} as unlabelled."
             )
         dataset = normalise_rows(rows, str(path), text_field, label_field)
-        return CustomData(dataset, labelled=True, has_reference=False, target_fpr=rate)
+        return CustomData(dataset, labelled=True, has_reference=False, target_fpr=rate, target_fdr=fdr)
 
     suspect = check_texts(rows, str(path), text_field)
     reference = check_texts(read_local_rows(reference_path), str(reference_path), text_field) if reference_path else []
@@ -141,7 +159,7 @@ def read_custom_data(metadata: dict) -> CustomData:
             "row": list(range(len(suspect))) + list(range(len(reference))),
         }
     )
-    return CustomData(dataset, labelled=False, has_reference=bool(reference), target_fpr=rate)
+    return CustomData(dataset, labelled=False, has_reference=bool(reference), target_fpr=rate, target_fdr=fdr)
 
 
 def _label_field_missing(rows: list[dict], path, label_field: str) -> str:
@@ -199,10 +217,26 @@ class CustomMembershipTask(MembershipInferenceTask):
     def unlabelled_aggregations(self) -> dict:
         if not self.custom.has_reference:
             return {"mean": (aggregations.suspect_mean, True)}
-        return aggregations.contamination_aggregations(self.custom.target_fpr)
+        return aggregations.contamination_aggregations(self.custom.target_fpr, self.custom.target_fdr)
 
     def download(self, dataset_kwargs=None, **kwargs) -> None:
+        if self.custom.has_reference:  # the setting PTDI's <method>_identified used, in the results JSON
+            self.config.metadata.setdefault("target_fdr", self.custom.target_fdr)
         self.set_split(self.custom.dataset)
+
+    def annotate_logged_samples(self, samples: list[dict]) -> None:
+        """PTDI per suspect text in ``--log_samples``, once every text is scored (called by patch
+        ``samples-after-aggregation`` of :mod:`pdd_tasks.lm_eval_patches`): ``sample["ptdi"][method]``
+        = its conformal p-value against the reference texts and whether Benjamini-Hochberg at
+        ``target_fdr`` identifies it as a member (the texts counted by ``<method>_identified``)."""
+        if self.custom.labelled or not self.custom.has_reference:
+            return
+        suspects = [sample for sample in samples if sample["doc"]["role"] == SUSPECT]
+        for method in self.settings.methods:
+            items = [sample[f"{method}_identified"] for sample in samples]
+            result = aggregations.identification(items, self.custom.target_fpr, self.custom.target_fdr)
+            for sample, p_value, identified in zip(suspects, result.p_values, result.identified, strict=True):
+                sample.setdefault("ptdi", {})[method] = {"p_value": float(p_value), "identified": bool(identified)}
 
     def process_results(self, doc: dict, results: list) -> dict:
         if self.custom.labelled:

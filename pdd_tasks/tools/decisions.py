@@ -4,7 +4,9 @@ The harness aggregates per-text values into dataset-level numbers and cannot wri
 text, so ``lm-eval-pdd decisions <output_path>`` re-reads the samples log: per method it calibrates
 tau on the reference texts' scores exactly as the task's ``<method>_threshold`` metric did (same
 function, same target FPR, read from the results JSON) and flags each suspect text scoring above
-it (DC-PDD Eq. 9).
+it (DC-PDD Eq. 9). Beside it, PTDI: each suspect text's conformal p-value against the reference
+texts and whether Benjamini-Hochberg at the run's ``target_fdr`` identifies it (the same function
+as the task's ``<method>_identified`` metric and its ``ptdi`` entries in the samples log).
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from pdd_metrics import calibrate_threshold, flag_members, suspect_vs_reference_test
+from pdd_metrics import calibrate_threshold, flag_members, identify_members, suspect_vs_reference_test
 from pdd_tasks.loading.files import read_json, read_jsonl
-from pdd_tasks.tasks.custom import REFERENCE, SUSPECT, target_fpr
+from pdd_tasks.tasks.custom import REFERENCE, SUSPECT, target_fdr, target_fpr
 from pdd_tasks.tools.outputs import write_file
 from pdd_tasks.tools.report import latest_results_file
 
@@ -29,6 +31,8 @@ class MethodDecision:
     suspects: int
     suspect_auc: float
     p_value: float
+    identified: int
+    target_fdr: float
 
 
 def _samples_file(results_file: Path, task: str) -> Path:
@@ -41,12 +45,12 @@ def _samples_file(results_file: Path, task: str) -> Path:
 
 
 def decide(output_path: Path, task: str = "pdd_custom") -> tuple[list[MethodDecision], list[dict], float]:
-    """Per-method summary, one record per suspect text (its row, text, scores and flags), and the
-    target FPR the thresholds were calibrated for."""
+    """Per-method summary, one record per suspect text (its row, text, scores, flags, PTDI p-values
+    and identifications), and the target FPR the thresholds were calibrated for."""
     results_file = latest_results_file(Path(output_path))
     results = read_json(results_file)
     metadata = results.get("configs", {}).get(task, {}).get("metadata", {})
-    rate = target_fpr(metadata)
+    rate, fdr = target_fpr(metadata), target_fdr(metadata)
     samples = read_jsonl(_samples_file(results_file, task))
     if not samples or "role" not in samples[0]["doc"]:
         raise ValueError(f"{task} in {results_file} was not an unlabelled run (no suspect/reference roles).")
@@ -66,9 +70,14 @@ def decide(output_path: Path, task: str = "pdd_custom") -> tuple[list[MethodDeci
         tau = calibrate_threshold(reference_scores, rate)
         flags = flag_members(suspect_scores, tau)
         test = suspect_vs_reference_test(suspect_scores, reference_scores)
-        for record, score, flag in zip(records, suspect_scores, flags, strict=True):
+        ptdi = identify_members(suspect_scores, reference_scores, fdr)
+        for record, score, flag, p_value, identified in zip(
+            records, suspect_scores, flags, ptdi.p_values, ptdi.identified, strict=True
+        ):
             record[f"{method}_score"] = score
             record[f"{method}_member"] = bool(flag)
+            record[f"{method}_pvalue"] = float(p_value)
+            record[f"{method}_identified"] = bool(identified)
         summary.append(
             MethodDecision(
                 method=method,
@@ -78,21 +87,27 @@ def decide(output_path: Path, task: str = "pdd_custom") -> tuple[list[MethodDeci
                 suspects=len(suspect_scores),
                 suspect_auc=test.auc,
                 p_value=test.p_value,
+                identified=ptdi.count,
+                target_fdr=fdr,
             )
         )
     return summary, records, rate
 
 
 def summary_table(summary: list[MethodDecision]) -> str:
-    """Markdown table: per method tau, FPR on the reference set, flagged share, AUC and p-value."""
+    """Markdown table: per method tau, FPR on the reference set, flagged share, AUC, p-value, and the
+    number PTDI identifies at the target FDR."""
+    fdr = summary[0].target_fdr
     lines = [
-        "| method | threshold tau | reference FPR | flagged as member | suspect-vs-reference AUC | one-sided p |",
-        "|---|---|---|---|---|---|",
+        "| method | threshold tau | reference FPR | flagged as member | suspect-vs-reference AUC | one-sided p "
+        f"| identified at FDR {fdr:g} (PTDI) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in summary:
         lines.append(
             f"| {row.method} | {row.threshold:.6g} | {row.reference_fpr:.3f} | {row.flagged}/{row.suspects} "
-            f"({row.flagged / row.suspects:.1%}) | {row.suspect_auc:.3f} | {row.p_value:.3g} |"
+            f"({row.flagged / row.suspects:.1%}) | {row.suspect_auc:.3f} | {row.p_value:.3g} "
+            f"| {row.identified}/{row.suspects} |"
         )
     return "\n".join(lines)
 
@@ -117,7 +132,10 @@ def run(args) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"lm-eval-pdd decisions: {exc}", file=sys.stderr)
         return 1
-    print(f"Thresholds calibrated for FPR <= {rate} on the reference texts (member iff score > tau):")
+    print(
+        f"Thresholds calibrated for FPR <= {rate} on the reference texts (member iff score > tau); PTDI: conformal "
+        f"p-values against the reference texts, Benjamini-Hochberg at FDR {summary[0].target_fdr:g}:"
+    )
     print(summary_table(summary))
     print(f"per-text decisions: {output}", file=sys.stderr)
     return 0

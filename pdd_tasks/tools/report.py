@@ -332,7 +332,7 @@ def left_out(results: dict) -> list[tuple[str, str]]:
         ):
             why = (
                 "unlabelled texts (pdd_custom without labels): no member/non-member AUC or TPR; its thresholds, "
-                "flagged shares and dataset-test p-values are in the results JSON, and `lm-eval-pdd decisions "
+                "flagged shares, PTDI identification counts and dataset-test p-values are in the results JSON, and `lm-eval-pdd decisions "
                 "<output_path>` lists each text's decision"
             )
         elif "exchangeability_pvalue" in keys:
