@@ -26,6 +26,7 @@ from .methods import (
     small_ref_score,
     zlib_score,
 )
+from .multiple_testing import holm_adjusted
 from .neighbor import neighbor_score
 from .pac import pac_score, polarized_distance, swap_augmentations
 from .recall import con_recall_score, recall_score
@@ -46,6 +47,7 @@ __all__ = [
     "Identification",
     "benjamini_hochberg",
     "conformal_p_values",
+    "holm_adjusted",
     "identify_members",
     "calibrate_threshold",
     "flag_members",

@@ -7,6 +7,8 @@ import pytest
 from conftest import REPO, cpu_float32, harness_args, read_results, read_samples, run_lm_eval
 from standard_tasks_support import standard_tasks
 
+from pdd_tasks.tools.report import print_method_table
+
 
 CONFIGS = REPO / "task_configs"
 SOURCES = ["arc_easy_local", "gsm8k_local"]
@@ -53,6 +55,19 @@ def test_both_tests_on_each_task_beside_a_standard_eval(tiny_model, tasks_dir, t
     assert summary["arc_easy_local"]["exchangeability"]["longest_shard_tokens"] <= 256
     assert "more than the model's context window of 256" in summary["gsm8k_local"]["exchangeability"]["not_applicable"]
     assert not any(key.startswith("exchangeability_pvalue/gsm8k_local") for key in values)
+    # `lm-eval-pdd table`: the standard task's accuracy beside both tests, Holm across the p-values
+    # (one here: unchanged), and why the exchangeability test did not apply to the GSM8K-shaped task
+    table = print_method_table(tmp_path / "out")
+    rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| ")}
+    accuracy = results["results"]["arc_easy_local"]["acc,none"]
+    arc_p = values["exchangeability_pvalue/arc_easy_local,none"]
+    assert f"| acc {accuracy:.3f} ± " in rows["arc_easy_local"]
+    assert f"| {arc_p:.3g} (12) | {arc_p:.3g} | - |" in rows["arc_easy_local"]
+    assert f"{values['codec_score/gsm8k_local,none']:.3f} [" in rows["gsm8k_local"]
+    assert "| - (not in this run) |" in rows["gsm8k_local"]
+    assert "exchangeability: " in rows["gsm8k_local"] and "context window" in rows["gsm8k_local"]
+    assert "No verdict" in table
+
     samples = read_samples(tmp_path / "out", "pdd_contamination")
     assert len(samples) == 2 * 24 + 12
     assert {(sample["doc"]["test"], sample["doc"]["source_task"]) for sample in samples} == {

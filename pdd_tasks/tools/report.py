@@ -345,12 +345,92 @@ def left_out(results: dict) -> list[tuple[str, str]]:
                 "a dataset-level contamination score (CoDeC), not a per-text membership score:",
                 values, "codec_score", "codec_examples", "examples", "codec_*",
             )  # fmt: skip
+        elif task == "pdd_contamination":
+            why = "dataset-level contamination checks of standard tasks: the contamination table below"
         elif task.startswith("pdd_"):
             why = "no member/non-member AUC in its results"
         else:
             why = "not a pdd membership task"
         out.append((task, why))
     return out
+
+
+#: The accuracy-like metric of a standard task, first found first (multiple choice, then generation).
+ACCURACY_METRICS = (
+    "acc,none",
+    "acc_norm,none",
+    "exact_match,strict-match",
+    "exact_match,flexible-extract",
+    "exact_match,none",
+)
+
+
+def _accuracy(values: dict | None) -> str:
+    """A standard task's accuracy as ``name value ± stderr``, or a dash where the run did not evaluate it."""
+    if not values:
+        return "- (not in this run)"
+    for key in ACCURACY_METRICS:
+        if isinstance(values.get(key), (int, float)):
+            name, filter_name = key.split(",")
+            stderr = values.get(f"{name}_stderr,{filter_name}")
+            shown = isinstance(stderr, (int, float)) and not isinstance(stderr, bool) and stderr == stderr
+            return f"{name} {values[key]:.3f}" + (f" ± {stderr:.3f}" if shown else "")
+    return "- (no accuracy metric)"
+
+
+def contamination_table(results: dict) -> str | None:
+    """Markdown table of a ``pdd_contamination`` run: per source task, its accuracy from the same results
+    JSON (where the run evaluated it), CoDeC's score with its 95% interval, the exchangeability test's
+    p-value and its Holm adjustment across the tasks, and why a test did not apply. None without
+    ``pdd_contamination`` in the results.
+
+    CoDeC gives a score, not a p-value, so the correction covers the exchangeability p-values only. No
+    verdict is drawn: the level and power of these tests on benchmark-shaped data are not measured yet.
+    """
+    values = results.get("results", {}).get("pdd_contamination")
+    summary = (results.get("configs", {}).get("pdd_contamination", {}).get("metadata") or {}).get("contamination")
+    if not values or not summary:
+        return None
+    from pdd_metrics.multiple_testing import holm_adjusted
+
+    tasks = list(summary)
+    p_values = {
+        t: values[f"exchangeability_pvalue/{t},none"] for t in tasks if f"exchangeability_pvalue/{t},none" in values
+    }
+    adjusted = dict(zip(p_values, holm_adjusted(list(p_values.values())), strict=True)) if p_values else {}
+    rows = [
+        "| task | accuracy | CoDeC score [95% CI] (examples) | exchangeability p (shards) | Holm-adjusted p | not applied |",
+        "|---|---|---|---|---|---|",
+    ]
+    for task in tasks:
+        codec = "-"
+        if f"codec_score/{task},none" in values:
+            codec = (
+                f"{values[f'codec_score/{task},none']:.3f} [{values[f'codec_score_ci95_low/{task},none']:.3f}, "
+                f"{values[f'codec_score_ci95_high/{task},none']:.3f}] ({values[f'codec_examples/{task},none']:.0f})"
+            )
+        exchangeability = holm = "-"
+        if task in p_values:
+            exchangeability = f"{p_values[task]:.3g} ({values[f'exchangeability_shards/{task},none']:.0f})"
+            holm = f"{adjusted[task]:.3g}"
+        reasons = [
+            f"{test}: {info['not_applicable']}"
+            for test, info in summary[task].items()
+            if isinstance(info, dict) and info.get("not_applicable")
+        ]
+        rows.append(
+            f"| {task} | {_accuracy(results['results'].get(task))} | {codec} | {exchangeability} | {holm} | "
+            f"{'; '.join(reasons) or '-'} |"
+        )
+    notes = [
+        f"Holm's correction across the {len(p_values)} exchangeability p-value(s) of this table (family-wise "
+        "error rate); CoDeC gives a score, not a p-value (Zawalski et al. read above about 0.8 as a red flag, "
+        "unseen data mostly below 0.5-0.6).",
+        "No verdict: the false-positive rate and power of these tests on benchmark-shaped data are not measured "
+        "yet, so read a small p-value or a high CoDeC score as a reason to look closer, not as proof, and "
+        "never one test alone.",
+    ]
+    return "\n".join(rows) + "\n\n" + "\n".join(notes)
 
 
 def left_out_note(results: dict) -> str | None:
@@ -468,4 +548,10 @@ def print_method_table(path: Path) -> str:
 
 
 def _run_table(run: Run) -> str:
-    return method_table(run.results, counts={task: run.counts(task) for task in pdd_tasks_of(run.results)})
+    """The method table of a run, and below it the contamination table where the run has one (a run of
+    ``pdd_contamination`` beside standard tasks alone gets the contamination table only)."""
+    contamination = contamination_table(run.results)
+    if contamination and not pdd_tasks_of(run.results):
+        return contamination
+    table = method_table(run.results, counts={task: run.counts(task) for task in pdd_tasks_of(run.results)})
+    return table + (f"\n\nContamination checks (pdd_contamination):\n\n{contamination}" if contamination else "")
