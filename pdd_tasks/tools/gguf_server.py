@@ -391,12 +391,17 @@ def running_server(
                 )
             yield match.group(1)
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:  # pragma: no cover
-                process.kill()
-                process.wait()
+            stop_server(process, timeout=30)
+
+
+def stop_server(process: subprocess.Popen, timeout: float) -> None:
+    """Terminate a server process started by a test or benchmark; kill it if it has not ended in ``timeout`` s."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:  # pragma: no cover
+        process.kill()
+        process.wait()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,6 +20,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from pdd_tasks.tools.gguf_server import stop_server
+
 
 #: The CPU engine: its platform without probing for a GPU, and 1 GiB of KV cache (vLLM's default
 #: takes a share of the machine's memory).
@@ -76,9 +78,4 @@ def running_vllm_server(
                     time.sleep(2)
             yield f"http://{host}:{port}/v1/completions", models
         finally:
-            server.terminate()
-            try:
-                server.wait(timeout=60)
-            except subprocess.TimeoutExpired:  # pragma: no cover
-                server.kill()
-                server.wait()
+            stop_server(server, timeout=60)
