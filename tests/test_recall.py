@@ -98,6 +98,7 @@ def test_a_prefixed_request_cut_shorter_compares_the_same_first_tokens():
         token_ids=np.arange(3),
         mu=plain,
         sigma=np.ones(3),
+        top1=np.zeros(3),
         log_reference_freq=np.full(3, -5.0),
         extra_logprobs={"recall": [np.array([-2.0, -4.0])], "con_recall": [np.array([-1.0])]},
     )

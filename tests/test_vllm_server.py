@@ -4,8 +4,8 @@ server most users point the completions path at, on 127.0.0.1.
 The server runs from ``.venv-vllm`` (``.ci/install-vllm``; without it this module is skipped) on the
 tiny random GPT-2 of ``tiny_model`` in float32; the client is this environment's ``lm_eval``, in this
 process. Per text, every default method but Min-K%++ equals ``--model hf`` on the same weights
-(1e-4; measured about 1e-7): ``token_logprobs`` are the exact log-probs; Min-K%++ comes from the top
-20 alternatives (the server's ``max_logprobs``), an estimate recorded as such. The server's context
+(1e-4; measured about 1e-7): ``token_logprobs`` are the exact log-probs; Min-K%++ (and Gap-K%'s
+sigma) come from the top 20 alternatives (the server's ``max_logprobs``), an estimate recorded as such. The server's context
 (``max_model_len`` in ``/v1/models``) is read: a client ``max_length`` above it is refused before
 any text is sent.
 """
@@ -46,7 +46,7 @@ def scores_by_doc(output_dir) -> dict[int, dict[str, float]]:
     return {s["doc_id"]: {m: s[f"{m}_auc"][0] for m in DEFAULT_METHODS} for s in read_samples(output_dir, TASK)}
 
 
-def test_vllm_serve_scores_equal_hf_per_text_but_min_k_pp(vllm_server, tiny_model, tiny_table, tmp_path):
+def test_vllm_serve_scores_equal_hf_per_text_but_min_k_pp_and_gap_k(vllm_server, tiny_model, tiny_table, tmp_path):
     metadata = {"freq_table": str(tiny_table), "topk_logprobs": TOPK}
     api_out, hf_out = tmp_path / "api", tmp_path / "hf"
     api_args = harness_args(
@@ -60,7 +60,7 @@ def test_vllm_serve_scores_equal_hf_per_text_but_min_k_pp(vllm_server, tiny_mode
     assert len(api) == LIMIT and api.keys() == hf.keys()
     for doc_id, expected in hf.items():
         for method in DEFAULT_METHODS:
-            if method != "min_k_pp":
+            if method not in ("min_k_pp", "gap_k"):
                 assert api[doc_id][method] == pytest.approx(expected[method], abs=1e-4), (method, doc_id)
     # Min-K%++ is the top-20 estimate: on this random-weight model the top 20 of 1,024 hold little of
     # the mass, so it differs (measured: up to 2.2 on 8 texts); checked: it is the estimate, and finite.
