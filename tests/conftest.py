@@ -19,6 +19,16 @@ from pdd_tasks.loading.files import read_json, read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Under pytest-xdist (.ci/test runs two workers), each worker computes on its share of the cores, so
+# the workers do not oversubscribe them (torch and OpenMP would each start one thread per core); the
+# processes a test starts inherit the same share.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") != "1":
+    _share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ.setdefault("OMP_NUM_THREADS", str(_share))
+    import torch
+
+    torch.set_num_threads(_share)
+
 
 def tasks_path() -> str:
     """This checkout's task directory (what ``lm-eval-pdd tasks-path`` gives for an install of it; an

@@ -41,6 +41,8 @@ from test_cli_end_to_end import STOCK_TASK
 from pdd_tasks.registry import DEFAULT_METHODS
 
 
+pytestmark = pytest.mark.vllm_engine
+
 VENV = REPO / ".venv-vllm"
 INSTALL = ".ci/install-vllm"
 

@@ -29,6 +29,8 @@ from pdd_tasks.registry import DEFAULT_METHODS
 from pdd_tasks.tools.vllm_server import VLLM_CPU_ENV
 
 
+pytestmark = pytest.mark.vllm_engine
+
 VENV = REPO / ".venv-vllm"
 
 if not (VENV / "bin" / "python").exists():

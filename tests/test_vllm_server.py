@@ -19,6 +19,8 @@ from pdd_tasks.registry import DEFAULT_METHODS
 from pdd_tasks.tools.vllm_server import running_vllm_server
 
 
+pytestmark = pytest.mark.vllm_engine
+
 VENV = REPO / ".venv-vllm"
 
 if not (VENV / "bin" / "vllm").exists():

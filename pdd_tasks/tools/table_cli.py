@@ -84,6 +84,12 @@ def _load_tokenizer(name_or_path: str):
             ) from None
 
 
+def _failed(command: str, message: str) -> int:
+    """Exit status 1 after ``lm-eval-pdd COMMAND: message`` on stderr."""
+    _err(f"lm-eval-pdd {command}: {message}")
+    return 1
+
+
 def _finish(table, output: Path | None, install: bool, force: bool, command: str) -> int:
     from pdd_tasks.freq.tables import install_table
 
@@ -93,8 +99,7 @@ def _finish(table, output: Path | None, install: bool, force: bool, command: str
         try:
             cached = install_table(table, force=force)
         except FileExistsError as exc:
-            _err(f"lm-eval-pdd {command}: {exc}")
-            return 1
+            return _failed(command, str(exc))
         _err(f"installed for tokenizer fingerprint {table.tokenizer_fingerprint[:16]}... at {cached}")
         if output is None:
             output = cached
@@ -324,15 +329,13 @@ def run_build_table(args: argparse.Namespace) -> int:
     try:
         table = _count_corpus(args, _corpus_sources(args), work_dir)
     except (TableSourceError, BuildResumeError, FrequencyTableError, FileNotFoundError) as exc:
-        _err(f"lm-eval-pdd {command}: {exc}")
-        return 1
+        return _failed(command, str(exc))
     seconds = time.perf_counter() - start
     empty = _counted_nothing(table, args)
     if empty:
         if work_dir is not None:  # nothing to resume from, and its manifest would refuse a corrected rerun
             remove_work_dir(work_dir)
-        _err(f"lm-eval-pdd {command}: {empty}")
-        return 1
+        return _failed(command, empty)
     status = _finish(table, args.output, args.install, args.force, command)
     if status == 0 and work_dir is not None and not args.keep_parts:
         shutil.rmtree(work_dir, ignore_errors=True)
@@ -366,29 +369,24 @@ def run_merge_tables(args: argparse.Namespace) -> int:
         if path.is_dir():
             found = sorted(p for p in path.glob("*.npz") if not p.name.startswith("."))
             if not found:
-                _err(f"lm-eval-pdd {command}: directory {path} holds no .npz table")
-                return 1
+                return _failed(command, f"directory {path} holds no .npz table")
             paths.extend(found)
         else:
             paths.append(path)
     twice = sorted({str(p) for p in paths if sum(q.resolve() == p.resolve() for q in paths) > 1})
     if twice:
-        _err(f"lm-eval-pdd {command}: {', '.join(twice)} given more than once; its counts would be added twice.")
-        return 1
+        return _failed(command, f"{', '.join(twice)} given more than once; its counts would be added twice.")
     if not _need_output(args, command, inputs=paths):
         return 1
     try:
         tables = [FrequencyTable.load(path) for path in paths]
         table = merge_tables(tables, corpus=args.corpus)
     except FrequencyTableMismatchError as exc:
-        _err(f"lm-eval-pdd {command}: refused: {exc}")
-        return 1
+        return _failed(command, f"refused: {exc}")
     except (FileNotFoundError, FrequencyTableError, ValueError) as exc:
-        _err(f"lm-eval-pdd {command}: {exc}")
-        return 1
+        return _failed(command, str(exc))
     if table.total_tokens == 0:
-        _err(f"lm-eval-pdd {command}: the {len(tables)} tables counted no token at all; nothing written.")
-        return 1
+        return _failed(command, f"the {len(tables)} tables counted no token at all; nothing written.")
     _err(f"merged {len(tables)} tables: {table.total_tokens:,} tokens, {table.documents:,} documents")
     return _finish(table, args.output, args.install, args.force, command)
 
@@ -436,8 +434,7 @@ def run_estimate_table(args: argparse.Namespace) -> int:
             pairs, desc = jieba_word_counts(args.jieba_dict)
             table = estimate_table(pairs, tokenizer, desc, "zh", name)
     except (ValueError, FileNotFoundError) as exc:
-        _err(f"lm-eval-pdd {command}: {exc}")
-        return 1
+        return _failed(command, str(exc))
     _err(f"{table.description}; coverage {table.coverage:.2%}")
     return _finish(table, args.output, args.install, args.force, command)
 
