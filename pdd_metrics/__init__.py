@@ -31,6 +31,7 @@ from .neighbor import neighbor_score
 from .pac import pac_score, polarized_distance, swap_augmentations
 from .recall import con_recall_score, recall_score
 from .reference import count_token_ids, log_reference_frequencies
+from .samia import samia_score, samia_split
 from .topk import approximate_mu_sigma
 
 
@@ -68,6 +69,8 @@ __all__ = [
     "polarized_distance",
     "recall_score",
     "roc_auc",
+    "samia_score",
+    "samia_split",
     "small_ref_score",
     "swap_augmentations",
     "tpr_at_fpr",
