@@ -22,7 +22,11 @@ def authors_rouge_n(candidate: list, reference: list, n: int = 1) -> float:
     """``rouge_n`` of the authors' ``eval_samia.py`` (recall of the reference's n-grams), rewritten."""
     if not candidate or not reference:
         return 0
-    overlap = Counter(zip(*[reference[i:] for i in range(n)])) & Counter(zip(*[candidate[i:] for i in range(n)]))
+
+    def ngrams(words):
+        return Counter(zip(*[words[i:] for i in range(n)], strict=False))
+
+    overlap = ngrams(reference) & ngrams(candidate)
     return sum(overlap.values()) / len(reference)
 
 
