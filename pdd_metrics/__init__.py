@@ -6,6 +6,7 @@ Every score is oriented so that higher = more likely a member; labels use 1 = me
 from .conformal import Identification, benjamini_hochberg, conformal_p_values, identify_members
 from .contamination import RankTestResult, calibrate_threshold, flag_members, suspect_vs_reference_test
 from .dataset_inference import DatasetInferenceResult, dataset_inference_test
+from .em_mia import em_mia_scores
 from .evaluation import (
     FPR_RULES,
     OneClassError,
@@ -57,6 +58,7 @@ __all__ = [
     "con_recall_score",
     "count_token_ids",
     "dcpdd_score",
+    "em_mia_scores",
     "gap_k_score",
     "log_reference_frequencies",
     "loss_score",

@@ -60,7 +60,7 @@ def samia_split(text: str, prefix_ratio: float = 0.5) -> tuple[str, str]:
 
 
 def samia_score(reference: str, candidates: Sequence[str], zlib_weighted: bool = False) -> float:
-    """SaMIA's sampling-based pseudo-likelihood (Kaneko et al. 2024, Sec. 3, Eq. 1-2):
+    """SaMIA's sampling-based pseudo-likelihood (Kaneko et al. 2024; the authors' ``eval_samia.py``):
     ``(1/m) sum_j ROUGE-1 recall(candidate_j, reference)``, the recall being
     ``sum_w min(count_ref(w), count_cand(w)) / (words of the reference)`` over whitespace-separated
     words; with ``zlib_weighted`` (SaMIA*zlib) each term is multiplied by

@@ -927,14 +927,14 @@ def _samia_reference(inputs: TextInputs, settings) -> float:
     total = 0.0
     for candidate in inputs.generations["samia"]:
         words_of_candidate = candidate.split()
-        matched = 0  # Eq. 1: n-grams (n = 1) of the reference also in the candidate, with multiplicity
+        matched = 0  # ROUGE-1 recall: words of the reference also in the candidate, with multiplicity
         for word in set(reference):
             matched += min(reference.count(word), words_of_candidate.count(word))
         recall = matched / len(reference)
         if settings.samia_zlib:  # SaMIA*zlib: times the candidate's zlib size (eval_samia.py --zlib)
             recall *= len(zlib.compress(" ".join(words_of_candidate).encode("utf-8")))
         total += recall
-    return total / len(inputs.generations["samia"])  # Eq. 2: the mean over the m candidates
+    return total / len(inputs.generations["samia"])  # SPL: the mean over the m candidates
 
 
 register(
@@ -946,7 +946,7 @@ register(
             f"SaMIA{'*zlib' if settings.samia_zlib else ''} (m={settings.samia_samples}, "
             f"prefix {settings.samia_prefix_ratio:g})"
         ),
-        citation="Kaneko et al. 2024 (arXiv 2404.11262), Eq. 1-2: mean ROUGE-1 recall of sampled continuations",
+        citation="Kaneko et al. 2024 (arXiv 2404.11262): mean ROUGE-1 recall of sampled continuations",
         settings=SAMIA_SETTINGS,
         generations=_samia_generations,
         enabled=lambda settings: settings.samia,
