@@ -1039,28 +1039,28 @@ ScoringSettings = dataclasses.make_dataclass(
 ScoringSettings.__module__ = __name__
 
 
+def _requests_of(kind: str, text: str, settings, prepared: dict[str, Any] | None) -> list[tuple[str, str, Any]]:
+    """``(method name, context, second argument)`` of every request the methods in effect list in their
+    attribute ``kind`` (``extra_requests`` or ``generations``), in request order."""
+    prepared = prepared or {}
+    return [
+        (name, context, argument)
+        for name in settings.methods
+        if getattr(METHODS[name], kind) is not None
+        for context, argument in getattr(METHODS[name], kind)(text, settings, prepared.get(name))
+    ]
+
+
 def extra_requests(text: str, settings, prepared: dict[str, Any] | None = None) -> list[tuple[str, str, str]]:
     """``(method name, context, continuation)`` of every extra request of the methods in effect, in
     request order. ``prepared``: method name -> what its ``prepare`` returned for this run."""
-    prepared = prepared or {}
-    return [
-        (name, context, continuation)
-        for name in settings.methods
-        if METHODS[name].extra_requests is not None
-        for context, continuation in METHODS[name].extra_requests(text, settings, prepared.get(name))
-    ]
+    return _requests_of("extra_requests", text, settings, prepared)
 
 
 def generation_requests(text: str, settings, prepared: dict[str, Any] | None = None) -> list[tuple[str, str, dict]]:
     """``(method name, context, gen_kwargs)`` of every generation request of the methods in effect, in
     request order (after the loglikelihood requests of :func:`extra_requests`)."""
-    prepared = prepared or {}
-    return [
-        (name, context, gen_kwargs)
-        for name in settings.methods
-        if METHODS[name].generations is not None
-        for context, gen_kwargs in METHODS[name].generations(text, settings, prepared.get(name))
-    ]
+    return _requests_of("generations", text, settings, prepared)
 
 
 def score_text(inputs: TextInputs, settings) -> dict[str, float]:
