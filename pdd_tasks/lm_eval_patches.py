@@ -210,6 +210,27 @@ def _refusing_per_token_requests(stock):
     return loglikelihood
 
 
+def _seeding_generation(stock):
+    """Replacement of ``HFLM._model_generate``: a request with a ``seed`` generation key (SaMIA's
+    samples) is generated under that seed, in a forked RNG state (the process's RNG is left as it
+    was); without one, the stock method unchanged. ``HFLM.generate_until`` batches requests of equal
+    generation keys only, so a seeded request is generated alone and its text depends on its seed,
+    not on the batch or the order."""
+
+    def _model_generate(self, context, max_length, stop, **generation_kwargs):
+        seed = generation_kwargs.pop("seed", None)
+        if seed is None:
+            return stock(self, context, max_length, stop, **generation_kwargs)
+        import torch
+
+        devices = [self.device] if getattr(self.device, "type", "cpu") == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(int(seed))
+            return stock(self, context, max_length, stop, **generation_kwargs)
+
+    return _model_generate
+
+
 def _with_pdd_stderrs(stock):
     """Replacement of ``evaluator_utils.stderr_for_metric``: our aggregations' standard errors
     (:func:`pdd_tasks.tasks.aggregations.stderr_for_metric`), lm-eval's for every other one."""
@@ -294,6 +315,17 @@ PATCHES: tuple[Patch, ...] = (
         when="always",
         targets=lambda: [(cls, "loglikelihood") for cls in _hflm()],
         replacement=_routing_to(score_per_token_hf),
+    ),
+    Patch(
+        name="hf-seeded-generation",
+        purpose=(
+            "--model hf honours a generate_until request's seed key (SaMIA's samples; vLLM and completion "
+            "servers take it natively): the request is sampled under that seed, whatever the batch or order"
+        ),
+        changes="models/huggingface.py: HFLM._model_generate",
+        when="always",
+        targets=lambda: [(cls, "_model_generate") for cls in _hflm()],
+        replacement=_seeding_generation,
     ),
     Patch(
         name="hf-cpu-processes",

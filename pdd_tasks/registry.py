@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import hashlib
 import importlib
 import inspect
 import logging
@@ -48,6 +49,7 @@ from pdd_metrics import (
 )
 from pdd_metrics.pac import PAC_FAR, PAC_LOCAL, pac_score, swap_augmentations
 from pdd_metrics.recall import con_recall_score, recall_score
+from pdd_metrics.samia import samia_score, samia_split
 from pdd_tasks.errors import UserError
 
 
@@ -262,6 +264,63 @@ PAC_SETTINGS = (
 )
 
 
+# -- SaMIA (generations through generate_until) --
+
+
+def _open_fraction(name: str, value: Any) -> float:
+    """A fraction in (0, 1), e.g. the share of a text's words SaMIA gives the model as its prefix."""
+    if not _is_number(value) or not 0 < value < 1:
+        raise ValueError(f"metadata {name}={value!r}: expected a fraction in (0, 1), e.g. 0.5.")
+    return float(value)
+
+
+SAMIA_SETTINGS = (
+    Setting(
+        "samia",
+        False,
+        flag,
+        "SaMIA too: samia_samples continuations of each text's first words are sampled (generate_until "
+        "requests, samia_max_tokens tokens at most each) and compared with the rest of the text by ROUGE-1.",
+        switch=True,
+    ),
+    Setting(
+        "samia_samples",
+        10,
+        whole_number,
+        "SaMIA: sampled continuations per text (the authors' README and scripts: 10; fast-mia: 5).",
+        hint="(e.g. 10)",
+    ),
+    Setting(
+        "samia_prefix_ratio",
+        0.5,
+        _open_fraction,
+        "SaMIA: the share of a text's words given as the prefix; the rest is the reference (the authors: 0.5).",
+    ),
+    Setting(
+        "samia_zlib",
+        False,
+        flag,
+        "SaMIA*zlib: each ROUGE-1 recall times the zlib-compressed size of its continuation (the authors' --zlib, "
+        "off by default; fast-mia: on).",
+    ),
+    Setting(
+        "samia_max_tokens",
+        1024,
+        whole_number,
+        "SaMIA: tokens generated per continuation at most, it stops earlier at the end-of-text token (fast-mia: "
+        "1024; the authors' sampling.py: 1024 with the prefix).",
+        hint="(e.g. 1024)",
+    ),
+    Setting(
+        "samia_seed",
+        0,
+        whole_number_or_zero,
+        "SaMIA: seed of the sampling; each continuation has its own seed, drawn from this one, the text and its "
+        "index, on every backend.",
+    ),
+)
+
+
 # -- Small-Ref (pdd_tasks.prepare.small_ref) --
 
 #: The dtypes Small-Ref's reference model can be loaded in.
@@ -409,6 +468,8 @@ class TextInputs:
             requests (:attr:`Method.extra_requests`), in the order it listed them.
         prepared: method name -> what the task prepared for it once per run
             (:attr:`Method.prepare`), e.g. ReCaLL's prefixes; absent for methods without ``prepare``.
+        generations: method name -> the text the model generated for each of its generation
+            requests (:attr:`Method.generations`), in the order it listed them.
     """
 
     text: str
@@ -420,6 +481,7 @@ class TextInputs:
     extra_logprobs: dict[str, list[np.ndarray]] = field(default_factory=dict)
     prepared: dict[str, Any] = field(default_factory=dict)
     top1: np.ndarray | None = None
+    generations: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -452,6 +514,10 @@ class Method:
             task runs the method (:func:`prepare_hook`): the hooks live in :mod:`pdd_tasks.prepare`,
             a layer above this module, and load models.
         enabled: ``enabled(settings)`` -> whether the method is in effect.
+        generations: ``generations(text, settings, prepared)`` -> ``(context, gen_kwargs)`` pairs, each
+            a ``generate_until`` request (lm-eval's generation keys: ``until``, ``max_gen_toks``,
+            ``do_sample``, ``temperature``, ...; ``seed`` seeds that one request on every backend);
+            the generated texts reach ``score`` as ``inputs.generations[name]``.
     """
 
     name: str
@@ -463,6 +529,7 @@ class Method:
     extra_requests: Callable[[str, Any, Any], list[tuple[str, str]]] | None = None
     prepare: str | None = None
     enabled: Callable[[Any], bool] = lambda settings: True
+    generations: Callable[[str, Any, Any], list[tuple[str, dict]]] | None = None
 
 
 class DuplicateMethodError(ValueError):
@@ -821,6 +888,72 @@ register(
 )
 
 
+# -- SaMIA (Kaneko et al. 2024): sampled continuations of the text's first half against its second --
+
+
+class SamiaTextError(UserError):
+    """A text SaMIA cannot split into a prefix and a remainder (fewer than two words)."""
+
+
+def _samia_seed(seed: int, text: str, index: int) -> int:
+    """The seed of continuation ``index`` of ``text``: the same on every run and backend, whatever the batch."""
+    digest = hashlib.sha256(f"{seed}\x00{index}\x00{text}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def _samia_generations(text: str, settings, prepared) -> list[tuple[str, dict]]:
+    """``samia_samples`` seeded sampling requests continuing the text's prefix: temperature 1, top-k 50,
+    top-p 1 (the authors' sampling.py and fast-mia), until the end-of-text token or samia_max_tokens."""
+    try:
+        prefix, _ = samia_split(text, settings.samia_prefix_ratio)
+    except ValueError as error:
+        raise SamiaTextError(f"{error}. Drop such texts from the data, or run without SaMIA.") from None
+    sampling = {"until": [], "max_gen_toks": settings.samia_max_tokens, "do_sample": True, "temperature": 1.0}
+    sampling |= {"top_k": 50, "top_p": 1.0}
+    return [
+        (prefix, sampling | {"seed": _samia_seed(settings.samia_seed, text, j)}) for j in range(settings.samia_samples)
+    ]
+
+
+def _samia(inputs: TextInputs, settings) -> float:
+    _, reference = samia_split(inputs.text, settings.samia_prefix_ratio)
+    return samia_score(reference, inputs.generations["samia"], zlib_weighted=settings.samia_zlib)
+
+
+def _samia_reference(inputs: TextInputs, settings) -> float:
+    words = inputs.text.split()  # the paper's x_ref: the words after the prefix, as eval_samia.py's get_suffix
+    count = min(max(int(len(words) * settings.samia_prefix_ratio), 1), len(words) - 1)
+    reference = words[count:]
+    total = 0.0
+    for candidate in inputs.generations["samia"]:
+        words_of_candidate = candidate.split()
+        matched = 0  # ROUGE-1 recall: words of the reference also in the candidate, with multiplicity
+        for word in set(reference):
+            matched += min(reference.count(word), words_of_candidate.count(word))
+        recall = matched / len(reference)
+        if settings.samia_zlib:  # SaMIA*zlib: times the candidate's zlib size (eval_samia.py --zlib)
+            recall *= len(zlib.compress(" ".join(words_of_candidate).encode("utf-8")))
+        total += recall
+    return total / len(inputs.generations["samia"])  # SPL: the mean over the m candidates
+
+
+register(
+    Method(
+        name="samia",
+        score=_samia,
+        reference=_samia_reference,
+        label=lambda settings: (
+            f"SaMIA{'*zlib' if settings.samia_zlib else ''} (m={settings.samia_samples}, "
+            f"prefix {settings.samia_prefix_ratio:g})"
+        ),
+        citation="Kaneko et al. 2024 (arXiv 2404.11262): mean ROUGE-1 recall of sampled continuations",
+        settings=SAMIA_SETTINGS,
+        generations=_samia_generations,
+        enabled=lambda settings: settings.samia,
+    )
+)
+
+
 # -- Small-Ref (pdd_tasks.prepare.small_ref): a reference model's log-probs of the same text --
 
 
@@ -906,16 +1039,28 @@ ScoringSettings = dataclasses.make_dataclass(
 ScoringSettings.__module__ = __name__
 
 
+def _requests_of(kind: str, text: str, settings, prepared: dict[str, Any] | None) -> list[tuple[str, str, Any]]:
+    """``(method name, context, second argument)`` of every request the methods in effect list in their
+    attribute ``kind`` (``extra_requests`` or ``generations``), in request order."""
+    prepared = prepared or {}
+    return [
+        (name, context, argument)
+        for name in settings.methods
+        if getattr(METHODS[name], kind) is not None
+        for context, argument in getattr(METHODS[name], kind)(text, settings, prepared.get(name))
+    ]
+
+
 def extra_requests(text: str, settings, prepared: dict[str, Any] | None = None) -> list[tuple[str, str, str]]:
     """``(method name, context, continuation)`` of every extra request of the methods in effect, in
     request order. ``prepared``: method name -> what its ``prepare`` returned for this run."""
-    prepared = prepared or {}
-    return [
-        (name, context, continuation)
-        for name in settings.methods
-        if METHODS[name].extra_requests is not None
-        for context, continuation in METHODS[name].extra_requests(text, settings, prepared.get(name))
-    ]
+    return _requests_of("extra_requests", text, settings, prepared)
+
+
+def generation_requests(text: str, settings, prepared: dict[str, Any] | None = None) -> list[tuple[str, str, dict]]:
+    """``(method name, context, gen_kwargs)`` of every generation request of the methods in effect, in
+    request order (after the loglikelihood requests of :func:`extra_requests`)."""
+    return _requests_of("generations", text, settings, prepared)
 
 
 def score_text(inputs: TextInputs, settings) -> dict[str, float]:

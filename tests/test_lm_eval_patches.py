@@ -115,6 +115,7 @@ print(json.dumps({
     )
     assert result["applied"] == result["listed"]
     assert result["changed"] == [
+        "HFLM._model_generate",
         "HFLM.loglikelihood",
         "HFLM.rank",
         "HFLM.world_size",

@@ -68,6 +68,13 @@ def text_inputs(text, logprobs, token_ids, mu, sigma, log_freq, settings, seed=0
             else:
                 size = logprobs.size + (prefixed == "reference-code")
             extra.setdefault(name, []).append(-rng.random(size) * 4)
+    words = text.split() + ["other", "words", ""]
+    generations: dict[str, list[str]] = {}  # random continuations, some empty, of the text's own words and others
+    for name, method in METHODS.items():
+        if method.generations is None or len(text.split()) < 2:  # SaMIA refuses a one-word text's requests
+            continue
+        for _ in method.generations(text, settings, prepared):
+            generations.setdefault(name, []).append(" ".join(rng.choice(words, size=int(rng.integers(0, 9)))))
     ceiling = np.maximum(logprobs, np.asarray(mu, dtype=float))
     top1 = np.minimum(0.0, ceiling + np.where(rng.random(logprobs.size) < 0.5, 0.0, rng.random(logprobs.size)))
     return TextInputs(
@@ -80,6 +87,7 @@ def text_inputs(text, logprobs, token_ids, mu, sigma, log_freq, settings, seed=0
         extra_logprobs=extra,
         prepared={name: prepared for name in METHODS},
         top1=top1,
+        generations=generations,
     )
 
 
@@ -88,8 +96,9 @@ SETTINGS_CASES = [
     {},
     {"min_k": 0.5, "min_k_pp": 0.29, "dcpdd_a": 10, "con_recall": True, "recall_shots": 2, "con_recall_gamma": 0.1},
     {"min_k": 1.0, "min_k_pp": 0.05, "dcpdd_a": 0.3, "con_recall": True, "recall_shots": 2, "con_recall_gamma": 1.5},
-    {"gap_k": 0.29, "gap_k_window": 1, "pac": True, "pac_augmentations": 2},
-    {"gap_k": 1.0, "gap_k_window": 6, "pac": True, "pac_augmentations": 7, "pac_alpha": 1.0},
+    {"gap_k": 0.29, "gap_k_window": 1, "pac": True, "pac_augmentations": 2, "samia": True, "samia_samples": 3},
+    {"gap_k": 1.0, "gap_k_window": 6, "pac": True, "pac_augmentations": 7, "pac_alpha": 1.0}
+    | {"samia": True, "samia_zlib": True, "samia_samples": 1, "samia_prefix_ratio": 0.7},
 ]
 
 LOG_F = np.log(np.array([0.3, 0.2, 0.15, 0.1, 0.1, 0.05, 0.05, 0.05]))
@@ -163,9 +172,13 @@ def test_every_method_scores_as_its_reference_implementation(name):
     for metadata in SETTINGS_CASES:
         settings = ScoringSettings.from_metadata(metadata)
         for case, inputs in [*hand_made_cases(settings), *random_cases(settings)]:
+            checked += 1
+            if method.generations is not None and name not in inputs.generations:  # a text it cannot split
+                with pytest.raises(ValueError):
+                    method.score(inputs, settings)
+                continue
             expected = method.reference(inputs, settings)
             assert method.score(inputs, settings) == pytest.approx(expected, rel=1e-12, abs=1e-15), (case, metadata)
-            checked += 1
     assert checked == len(SETTINGS_CASES) * (3 * len(HAND_MADE) + 20)
 
 
@@ -189,6 +202,8 @@ def test_reference_implementations_do_not_call_pdd_metrics(name):
     ],
 )
 def test_every_method_refuses_an_empty_text_a_nan_and_a_2d_array(name, bad, message):
+    if METHODS[name].generations is not None and METHODS[name].extra_requests is None:
+        pytest.skip("scores generated texts, no log-probs (the text itself is still scored and checked)")
     settings = ScoringSettings()
     inputs = text_inputs("Hello", [-1.0, -2.0, -0.5], [1, 2, 3], [-1.0] * 3, [1.0] * 3, LOG_F, settings)
     inputs = dataclasses.replace(inputs, logprobs=bad, token_ids=np.arange(bad.size), mu=np.full(bad.shape, -1.0))

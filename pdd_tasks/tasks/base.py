@@ -37,6 +37,7 @@ from pdd_tasks.registry import (
     TextInputs,
     check_metadata_keys,
     extra_requests,
+    generation_requests,
     prepare_hook,
     score_text,
 )
@@ -269,6 +270,10 @@ class MembershipInferenceTask(ConfigurableTask):
         pairs = [("", doc["text"])] + [
             (context, text) for _, context, text in extra_requests(doc["text"], self.settings, self.prepared())
         ]
+        return self.per_token_requests(doc, pairs, **kwargs) + self.generation_instances(doc, len(pairs), **kwargs)
+
+    def per_token_requests(self, doc: dict, pairs: list[tuple[str, str]], **kwargs) -> list[PerTokenRequest]:
+        """One :class:`PerTokenRequest` per ``(context, continuation)``, in that order."""
         return [
             PerTokenRequest(
                 request_type="loglikelihood",
@@ -282,6 +287,23 @@ class MembershipInferenceTask(ConfigurableTask):
                 convention=self.settings.convention,
             )
             for index, pair in enumerate(pairs)
+        ]
+
+    def generation_instances(self, doc: dict, first_index: int, **kwargs) -> list:
+        """The ``generate_until`` requests of the methods in effect (SaMIA's samples), after the
+        loglikelihood requests: answered by the backend's stock ``generate_until``."""
+        from lm_eval.api.instance import Instance
+
+        requested = generation_requests(doc["text"], self.settings, self.prepared())
+        return [
+            Instance(
+                request_type="generate_until",
+                doc=doc,
+                arguments=(context, gen_kwargs),
+                idx=first_index + index,
+                metadata=kwargs.get("metadata", (self.config.task, None, 1)),
+            )
+            for index, (_, context, gen_kwargs) in enumerate(requested)
         ]
 
     def prepared(self) -> dict:
@@ -301,7 +323,9 @@ class MembershipInferenceTask(ConfigurableTask):
     # -- scoring ---------------------------------------------------------------------------------
 
     def process_results(self, doc: dict, results: list) -> dict[str, tuple[float, int]]:
-        for result in results:
+        generated = len(generation_requests(doc["text"], self.settings, self.prepared()))
+        scored = results[: len(results) - generated]  # the generated texts (str) come last
+        for result in scored:
             if not isinstance(result, TokenScores):
                 raise BackendWithoutTokenLogprobs(
                     f"{self.config.task}: the model backend returned {type(result).__name__} {result!r} "
@@ -309,8 +333,8 @@ class MembershipInferenceTask(ConfigurableTask):
                     f"and --model local-completions (an OpenAI-compatible /v1/completions server that "
                     f"echoes prompt log-probs); this backend does not hand them over."
                 )
-        self.check_convention(results)
-        if "gap_k" in self.settings.methods and results[0].top1 is None:
+        self.check_convention(scored)
+        if "gap_k" in self.settings.methods and scored[0].top1 is None:
             raise AnswersWithoutTop1(
                 f"{self.config.task}: the per-token answers carry no top-1 log-probs, which Gap-K% reads: a "
                 f"--use_cache file written by an earlier lm-eval-pdd answered this run. Delete that cache file, or "
@@ -329,14 +353,19 @@ class MembershipInferenceTask(ConfigurableTask):
 
     def score_results(self, doc: dict, results: list) -> dict[str, float]:
         """Every method's score of ``doc["text"]`` from the backend's answers to its requests
-        (the text first, then the extra requests of :func:`pdd_tasks.registry.extra_requests`)."""
+        (the text first, then the extra requests of :func:`pdd_tasks.registry.extra_requests`, then
+        the generation requests of :func:`pdd_tasks.registry.generation_requests`)."""
         scores = results[0]
         self.check_answering_model(scores.model)
         self.record_scoring_backend(scores.model)
         extra: dict[str, list[np.ndarray]] = {}
         requested = extra_requests(doc["text"], self.settings, self.prepared())
-        for (method, _, _), answer in zip(requested, results[1:], strict=True):
+        for (method, _, _), answer in zip(requested, results[1 : 1 + len(requested)], strict=True):
             extra.setdefault(method, []).append(answer.logprobs)
+        generations: dict[str, list[str]] = {}
+        to_generate = generation_requests(doc["text"], self.settings, self.prepared())
+        for (method, _, _), text in zip(to_generate, results[1 + len(requested) :], strict=True):
+            generations.setdefault(method, []).append(text)
         inputs = TextInputs(
             text=self.scored_text(doc["text"], scores),
             logprobs=scores.logprobs,
@@ -347,6 +376,7 @@ class MembershipInferenceTask(ConfigurableTask):
             extra_logprobs=extra,
             prepared=self.prepared(),
             top1=scores.top1,
+            generations=generations,
         )
         return score_text(inputs, self.settings)
 
