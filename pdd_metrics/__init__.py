@@ -14,6 +14,7 @@ from .evaluation import (
     validate_scores_and_labels,
 )
 from .exchangeability import ExchangeabilityResult, TooFewExamples, sharded_comparison_test
+from .gradnorm import GRADIENT_NORM_ORDERS, gradnorm_score
 from .methods import (
     DCPDD_ABLATIONS,
     dcpdd_score,
@@ -57,6 +58,8 @@ __all__ = [
     "count_token_ids",
     "dcpdd_score",
     "gap_k_score",
+    "GRADIENT_NORM_ORDERS",
+    "gradnorm_score",
     "log_reference_frequencies",
     "loss_score",
     "lowercase_score",

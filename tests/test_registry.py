@@ -70,6 +70,7 @@ def text_inputs(text, logprobs, token_ids, mu, sigma, log_freq, settings, seed=0
             extra.setdefault(name, []).append(-rng.random(size) * 4)
     ceiling = np.maximum(logprobs, np.asarray(mu, dtype=float))
     top1 = np.minimum(0.0, ceiling + np.where(rng.random(logprobs.size) < 0.5, 0.0, rng.random(logprobs.size)))
+    grad_norms = rng.random((3, int(rng.integers(1, 6)))) * 3  # p = 1, 2, inf per weight tensor (GradNorm)
     return TextInputs(
         text=text,
         logprobs=logprobs,
@@ -80,6 +81,7 @@ def text_inputs(text, logprobs, token_ids, mu, sigma, log_freq, settings, seed=0
         extra_logprobs=extra,
         prepared={name: prepared for name in METHODS},
         top1=top1,
+        grad_norms=grad_norms,
     )
 
 
@@ -88,8 +90,8 @@ SETTINGS_CASES = [
     {},
     {"min_k": 0.5, "min_k_pp": 0.29, "dcpdd_a": 10, "con_recall": True, "recall_shots": 2, "con_recall_gamma": 0.1},
     {"min_k": 1.0, "min_k_pp": 0.05, "dcpdd_a": 0.3, "con_recall": True, "recall_shots": 2, "con_recall_gamma": 1.5},
-    {"gap_k": 0.29, "gap_k_window": 1, "pac": True, "pac_augmentations": 2},
-    {"gap_k": 1.0, "gap_k_window": 6, "pac": True, "pac_augmentations": 7, "pac_alpha": 1.0},
+    {"gap_k": 0.29, "gap_k_window": 1, "pac": True, "pac_augmentations": 2, "gradnorm": True, "gradnorm_p": 1},
+    {"gap_k": 1.0, "gap_k_window": 6, "pac": True, "pac_augmentations": 7, "pac_alpha": 1.0, "gradnorm_p": 2.0},
 ]
 
 LOG_F = np.log(np.array([0.3, 0.2, 0.15, 0.1, 0.1, 0.05, 0.05, 0.05]))

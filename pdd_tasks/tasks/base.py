@@ -131,6 +131,10 @@ class AnswersWithoutTop1(UserError):
     """The backend's answers lack the top-1 log-probs Gap-K% reads (a ``--use_cache`` file of an earlier version)."""
 
 
+class AnswersWithoutGradients(UserError):
+    """The backend's answers lack the gradient norms GradNorm reads (a ``--use_cache`` file of a run without it)."""
+
+
 def _same_model(expected: str, name: str) -> bool:
     """Whether model name/path ``expected`` (from --model_args) names the model ``name`` reports."""
     if expected == name:
@@ -269,6 +273,7 @@ class MembershipInferenceTask(ConfigurableTask):
         pairs = [("", doc["text"])] + [
             (context, text) for _, context, text in extra_requests(doc["text"], self.settings, self.prepared())
         ]
+        gradients = any(METHODS[name].gradients for name in self.settings.methods)  # GradNorm: the text's own request
         return [
             PerTokenRequest(
                 request_type="loglikelihood",
@@ -280,6 +285,7 @@ class MembershipInferenceTask(ConfigurableTask):
                 topk_logprobs=self.settings.topk_logprobs,
                 exact_mu_sigma=self.settings.exact_mu_sigma,
                 convention=self.settings.convention,
+                gradients=gradients and index == 0,
             )
             for index, pair in enumerate(pairs)
         ]
@@ -331,6 +337,13 @@ class MembershipInferenceTask(ConfigurableTask):
         """Every method's score of ``doc["text"]`` from the backend's answers to its requests
         (the text first, then the extra requests of :func:`pdd_tasks.registry.extra_requests`)."""
         scores = results[0]
+        wanting = [name for name in self.settings.methods if METHODS[name].gradients]
+        if wanting and scores.grad_norms is None:
+            raise AnswersWithoutGradients(
+                f"{self.config.task}: the answer to a text's request carries no gradient norms, which {wanting[0]} "
+                f"reads: a --use_cache file written by a run without it answered this run (lm-eval's cache key is the "
+                f"text alone). Give this run a --use_cache path of its own (e.g. --use_cache cache/<model name>-gradnorm)."
+            )
         self.check_answering_model(scores.model)
         self.record_scoring_backend(scores.model)
         extra: dict[str, list[np.ndarray]] = {}
@@ -347,6 +360,7 @@ class MembershipInferenceTask(ConfigurableTask):
             extra_logprobs=extra,
             prepared=self.prepared(),
             top1=scores.top1,
+            grad_norms=scores.grad_norms,
         )
         return score_text(inputs, self.settings)
 
