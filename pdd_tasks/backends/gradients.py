@@ -46,8 +46,9 @@ def gradient_norms(model, item: EncodedText, device) -> np.ndarray:
     weights = [weight for weight in model.parameters() if weight.requires_grad]
     if not weights:
         raise NoGradientError(
-            "GradNorm: no weight of the model requires a gradient (all are frozen), so there is no gradient to "
-            "measure. Load the model without freezing its weights, or drop gradnorm from --metadata."
+            "GradNorm: no weight of the model requires a gradient (all are frozen, as in a model quantized to 4 or 8 "
+            "bits), so there is no gradient to measure. Load the model in a float dtype with its weights trainable "
+            "(--model_args dtype=float32), or drop gradnorm from --metadata."
         )
     ids = torch.tensor([(item.context + item.tokens)[:-1]], dtype=torch.long, device=device)
     targets = torch.tensor(item.tokens, dtype=torch.long, device=device)
