@@ -145,3 +145,24 @@ def test_a_cached_answer_without_gradients_is_refused():
     assert "gradnorm" in task.settings.methods
     with pytest.raises(AnswersWithoutGradients, match="--use_cache file written by a run without it"):
         task.process_results({"text": "a b c", "label": 1}, [cached])
+
+
+def test_vllm_refuses_gradnorm_before_touching_the_engine():
+    """The vLLM capture refuses first (no engine is needed to say so: ``lm`` is never read)."""
+    from pdd_tasks.backends.base import GradientsUnavailableError, PerTokenRequest
+    from pdd_tasks.backends.vllm import score_per_token_vllm
+
+    request = PerTokenRequest("loglikelihood", {}, ("", "A text."), 0, ("t", 0, 1), gradients=True)
+    with pytest.raises(GradientsUnavailableError, match=r"--model vllm: GradNorm .*\(--model hf"):
+        score_per_token_vllm(None, [request])
+
+
+def test_a_model_without_trainable_weights_is_named(tiny_model):
+    from transformers import AutoModelForCausalLM
+
+    from pdd_tasks.backends.base import EncodedText
+    from pdd_tasks.backends.gradients import NoGradientError, gradient_norms
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype="float32").eval().requires_grad_(False)
+    with pytest.raises(NoGradientError, match="no weight of the model requires a gradient.*dtype=float32"):
+        gradient_norms(model, EncodedText(0, [0], [5, 6, 7]), "cpu")
