@@ -56,30 +56,29 @@ def mimir_gradnorm(model, ids: list[int], p: float) -> float:
 TEXTS = ["A short text to score.", "Another, somewhat longer, text to score after the start token, with a comma."]
 
 
-def test_the_hf_capture_gives_mimirs_gradient_norms_and_leaves_the_model_as_it_was(tiny_model):
-    """For p = 1, 2, inf the score of the capture's norms equals mimir's attack on the same tokens;
-    no ``.grad`` is left on the model, and a request without ``gradients`` gets none."""
-    from transformers import AutoModelForCausalLM
+def test_the_gradient_norms_are_mimirs_and_leave_the_model_as_it_was(tiny_model):
+    """For p = 1, 2, inf the score of the HF backend's norms (:func:`gradient_norms`, what the capture
+    attaches to a request with ``gradients``) equals mimir's attack on the same tokens; no ``.grad``
+    is left on the model. The capture itself is checked through lm_eval below."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pdd_tasks.backends.base import PerTokenRequest
-    from pdd_tasks.backends.hf import PerTokenHFLM
+    from pdd_tasks.backends.base import EncodedText
+    from pdd_tasks.backends.gradients import gradient_norms
 
-    lm = PerTokenHFLM(pretrained=str(tiny_model), batch_size=2, device="cpu", dtype="float32")
-    meta = ("t", 0, 1)
-    requests = [PerTokenRequest("loglikelihood", {}, ("", text), 0, meta, gradients=True) for text in TEXTS]
-    plain = PerTokenRequest("loglikelihood", {}, ("", TEXTS[0]), 0, meta)
-    *answers, without = lm.loglikelihood([*requests, plain], disable_tqdm=True)
-    assert without.grad_norms is None
-    assert all(weight.grad is None for weight in lm.model.parameters())
-    direct = AutoModelForCausalLM.from_pretrained(tiny_model, dtype="float32").eval()
-    tensors = len(list(direct.parameters()))  # GPT-2's tied input and output embeddings count once
-    for answer in answers:
-        assert answer.grad_norms.shape == (3, tensors)
-        ids = [lm.prefix_token_id, *answer.token_ids.tolist()]
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype="float32").eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    tensors = len(list(model.parameters()))  # GPT-2's tied input and output embeddings count once
+    found = []
+    for text in TEXTS:
+        ids = [tokenizer.eos_token_id, *tokenizer(text, add_special_tokens=False).input_ids]
+        norms = gradient_norms(model, EncodedText(0, ids[:1], ids[1:]), "cpu")
+        assert norms.shape == (3, tensors) and all(weight.grad is None for weight in model.parameters())
         for row, p in enumerate(GRADIENT_NORM_ORDERS):
-            expected = mimir_gradnorm(direct, ids, p)
-            assert gradnorm_score(answer.logprobs, answer.grad_norms[row]) == pytest.approx(expected, rel=1e-5)
-    assert not np.allclose(answers[0].grad_norms, answers[1].grad_norms)  # one gradient per text
+            assert gradnorm_score(np.array([-1.0]), norms[row]) == pytest.approx(
+                mimir_gradnorm(model, ids, p), rel=1e-5
+            )
+        found.append(norms)
+    assert not np.allclose(found[0], found[1])  # one gradient per text
 
 
 @pytest.fixture(scope="module")
