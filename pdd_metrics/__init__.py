@@ -15,6 +15,7 @@ from .evaluation import (
     validate_scores_and_labels,
 )
 from .exchangeability import ExchangeabilityResult, TooFewExamples, sharded_comparison_test
+from .gradnorm import GRADIENT_NORM_ORDERS, gradnorm_score
 from .methods import (
     DCPDD_ABLATIONS,
     dcpdd_score,
@@ -60,6 +61,8 @@ __all__ = [
     "dcpdd_score",
     "em_mia_scores",
     "gap_k_score",
+    "GRADIENT_NORM_ORDERS",
+    "gradnorm_score",
     "log_reference_frequencies",
     "loss_score",
     "lowercase_score",

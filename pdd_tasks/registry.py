@@ -47,6 +47,7 @@ from pdd_metrics import (
     small_ref_score,
     zlib_score,
 )
+from pdd_metrics.gradnorm import GRADIENT_NORM_ORDERS, gradnorm_score
 from pdd_metrics.pac import PAC_FAR, PAC_LOCAL, pac_score, swap_augmentations
 from pdd_metrics.recall import con_recall_score, recall_score
 from pdd_metrics.samia import samia_score, samia_split
@@ -321,6 +322,39 @@ SAMIA_SETTINGS = (
 )
 
 
+# -- GradNorm (the HF backend's backward pass) --
+
+#: The values of ``gradnorm_p``: the norm of each parameter tensor's gradient (MIMIR accepts these three).
+GRADNORM_PS = (1, 2, "inf")
+
+
+def gradnorm_p(name: str, value: Any) -> int | str:
+    """One of :data:`GRADNORM_PS` (YAML's ``.inf`` is read as "inf")."""
+    if isinstance(value, float) and value in (1.0, 2.0, math.inf):
+        value = "inf" if value == math.inf else int(value)
+    if isinstance(value, bool) or value not in GRADNORM_PS:
+        raise ValueError(f'metadata {name}={value!r}: expected 1, 2 or "inf" (the norm of each weight\'s gradient).')
+    return value
+
+
+GRADNORM_SETTINGS = (
+    Setting(
+        "gradnorm",
+        False,
+        flag,
+        "GradNorm too: the gradient of each text's loss with respect to the model's weights (one more forward "
+        "and one backward pass per text; --model hf only).",
+        switch=True,
+    ),
+    Setting(
+        "gradnorm_p",
+        "inf",
+        gradnorm_p,
+        "GradNorm: the norm of each parameter tensor's gradient, averaged over the tensors (mimir's default: inf).",
+    ),
+)
+
+
 # -- Small-Ref (pdd_tasks.prepare.small_ref) --
 
 #: The dtypes Small-Ref's reference model can be loaded in.
@@ -464,6 +498,10 @@ class TextInputs:
         top1: max_v log p(v | x_<i), the most likely token's log-prob at each position (Gap-K%;
             exact on every backend).
         log_reference_freq: log f(v) per token id (DC-PDD Eq. 5), from the run's reference table.
+        grad_norms: shape (3, T), the norms ``||grad_t||_p`` of the gradient of the text's mean loss
+            with respect to each of the model's T parameter tensors, for p = 1, 2, inf (rows, in
+            :data:`pdd_metrics.GRADIENT_NORM_ORDERS`); GradNorm's, None unless a method asked for
+            gradients (:attr:`Method.gradients`; the HF backend only).
         extra_logprobs: method name -> log-probs of the continuation of each of its extra
             requests (:attr:`Method.extra_requests`), in the order it listed them.
         prepared: method name -> what the task prepared for it once per run
@@ -482,6 +520,7 @@ class TextInputs:
     prepared: dict[str, Any] = field(default_factory=dict)
     top1: np.ndarray | None = None
     generations: dict[str, list[str]] = field(default_factory=dict)
+    grad_norms: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -518,6 +557,8 @@ class Method:
             a ``generate_until`` request (lm-eval's generation keys: ``until``, ``max_gen_toks``,
             ``do_sample``, ``temperature``, ...; ``seed`` seeds that one request on every backend);
             the generated texts reach ``score`` as ``inputs.generations[name]``.
+        gradients: it reads ``inputs.grad_norms``: the text's own request asks the backend for the
+            gradient norms of its loss (a backward pass; the HF backend only, the others refuse).
     """
 
     name: str
@@ -530,6 +571,7 @@ class Method:
     prepare: str | None = None
     enabled: Callable[[Any], bool] = lambda settings: True
     generations: Callable[[str, Any, Any], list[tuple[str, dict]]] | None = None
+    gradients: bool = False
 
 
 class DuplicateMethodError(ValueError):
@@ -749,6 +791,30 @@ register(
         citation="Zhang et al., EMNLP 2024, Sec. 5 (cap a, every token)",
         settings=(DCPDD_A, FREQ_TABLE, DCPDD_ABLATION_SETTING),
         enabled=lambda settings: settings.dcpdd_ablations,
+    )
+)
+
+
+# -- GradNorm (MIMIR, Duan et al. 2024): the gradient of the text's loss, from the HF backend --
+
+
+def _gradnorm_reference(inputs: TextInputs, settings) -> float:
+    row = {1: 0, 2: 1, "inf": 2}[settings.gradnorm_p]  # the backend's rows: p = 1, 2, inf
+    return -_mean(inputs.grad_norms[row])  # -(1/T) sum_t ||grad_t L(x)||_p, as mimir's attack returns
+
+
+register(
+    Method(
+        name="gradnorm",
+        score=lambda inputs, settings: gradnorm_score(
+            inputs.logprobs, inputs.grad_norms[GRADIENT_NORM_ORDERS.index(float(settings.gradnorm_p))]
+        ),
+        reference=_gradnorm_reference,
+        label=lambda settings: f"GradNorm (p={settings.gradnorm_p})",
+        citation="Duan et al., COLM 2024 (MIMIR, attacks/gradnorm.py): -mean over weight tensors of ||grad L(x)||_p",
+        settings=GRADNORM_SETTINGS,
+        enabled=lambda settings: settings.gradnorm,
+        gradients=True,
     )
 )
 

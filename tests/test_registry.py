@@ -77,6 +77,7 @@ def text_inputs(text, logprobs, token_ids, mu, sigma, log_freq, settings, seed=0
             generations.setdefault(name, []).append(" ".join(rng.choice(words, size=int(rng.integers(0, 9)))))
     ceiling = np.maximum(logprobs, np.asarray(mu, dtype=float))
     top1 = np.minimum(0.0, ceiling + np.where(rng.random(logprobs.size) < 0.5, 0.0, rng.random(logprobs.size)))
+    grad_norms = rng.random((3, int(rng.integers(1, 6)))) * 3  # p = 1, 2, inf per weight tensor (GradNorm)
     return TextInputs(
         text=text,
         logprobs=logprobs,
@@ -88,6 +89,7 @@ def text_inputs(text, logprobs, token_ids, mu, sigma, log_freq, settings, seed=0
         prepared={name: prepared for name in METHODS},
         top1=top1,
         generations=generations,
+        grad_norms=grad_norms,
     )
 
 
@@ -96,9 +98,10 @@ SETTINGS_CASES = [
     {},
     {"min_k": 0.5, "min_k_pp": 0.29, "dcpdd_a": 10, "con_recall": True, "recall_shots": 2, "con_recall_gamma": 0.1},
     {"min_k": 1.0, "min_k_pp": 0.05, "dcpdd_a": 0.3, "con_recall": True, "recall_shots": 2, "con_recall_gamma": 1.5},
-    {"gap_k": 0.29, "gap_k_window": 1, "pac": True, "pac_augmentations": 2, "samia": True, "samia_samples": 3},
+    {"gap_k": 0.29, "gap_k_window": 1, "pac": True, "pac_augmentations": 2, "samia": True, "samia_samples": 3}
+    | {"gradnorm": True, "gradnorm_p": 1},
     {"gap_k": 1.0, "gap_k_window": 6, "pac": True, "pac_augmentations": 7, "pac_alpha": 1.0}
-    | {"samia": True, "samia_zlib": True, "samia_samples": 1, "samia_prefix_ratio": 0.7},
+    | {"samia": True, "samia_zlib": True, "samia_samples": 1, "samia_prefix_ratio": 0.7, "gradnorm_p": 2.0},
 ]
 
 LOG_F = np.log(np.array([0.3, 0.2, 0.15, 0.1, 0.1, 0.05, 0.05, 0.05]))

@@ -119,6 +119,9 @@ class TokenScores(tuple):
             :func:`answer_per_token`; a ``--use_cache`` answer of another convention is refused.
         top1: float32, max_v log p(v | x_<i), the most likely token's log-prob at position i
             (Gap-K%); None in a ``--use_cache`` answer written before it was recorded.
+        grad_norms: float64, shape (3, T): the norms of the gradient of the text's mean loss with
+            respect to each of the model's T parameter tensors, for p = 1, 2, inf (GradNorm); only
+            where the request asked for them (:attr:`PerTokenRequest.gradients`, HF backend), else None.
     """
 
     def __new__(
@@ -133,6 +136,7 @@ class TokenScores(tuple):
         truncated_tokens=0,
         convention="paper",
         top1=None,
+        grad_norms=None,
     ):
         self = super().__new__(cls, (float(logprob_sum), bool(is_greedy)))
         self.token_ids = np.asarray(token_ids, dtype=np.int64)
@@ -143,6 +147,7 @@ class TokenScores(tuple):
         self.truncated_tokens = int(truncated_tokens)
         self.convention = convention
         self.top1 = None if top1 is None else np.asarray(top1, dtype=np.float32)
+        self.grad_norms = None if grad_norms is None else np.asarray(grad_norms, dtype=np.float64)
         return self
 
     def __reduce__(self):  # keeps the arrays through pickling (--use_cache)
@@ -159,6 +164,7 @@ class TokenScores(tuple):
                 self.truncated_tokens,
                 self.convention,
                 self.top1,
+                self.grad_norms,
             ),
         )
 
@@ -172,13 +178,16 @@ class PerTokenRequest(Instance):
     beginning is kept); without it such a text is an error. ``topk_logprobs``: how many top
     alternatives per position to ask a server for (backends that only return top-k log-probs).
     ``convention``: which tokens are scored, ``"paper"`` or ``"reference-code"``
-    (:func:`split_after_start_token`).
+    (:func:`split_after_start_token`). ``gradients``: also the norms of the gradient of the text's
+    mean loss with respect to the model's weights (GradNorm; a backward pass, HF backend only:
+    the other captures refuse it, :func:`refuse_gradients`).
     """
 
     truncate: bool = False
     topk_logprobs: int = 20
     exact_mu_sigma: bool = False  # vLLM: ask for the full distribution (prompt_logprobs=-1)
     convention: str = "paper"
+    gradients: bool = False
 
 
 class TextTooLongError(UserError):
@@ -187,6 +196,30 @@ class TextTooLongError(UserError):
 
 class EmptyTextError(UserError):
     """A text with no token to score after the start token."""
+
+
+class GradientsUnavailableError(UserError):
+    """A request asks for gradients (GradNorm) from a backend without access to the model's weights."""
+
+
+def refuse_gradients(requests: list, backend: str) -> None:
+    """Refuse per-token requests that ask for gradient norms (GradNorm), on a capture that has no
+    model weights to differentiate (vLLM, a completions server), before anything is scored or sent.
+
+    Args:
+        requests: the per-token requests of the call.
+        backend: how the user named the backend, e.g. ``"vllm"`` (for the message).
+
+    Raises:
+        GradientsUnavailableError: a request asks for gradients.
+    """
+    if any(getattr(request, "gradients", False) for request in requests):
+        raise GradientsUnavailableError(
+            f"--model {backend}: GradNorm (metadata gradnorm: true) needs the gradient of each text's loss with "
+            f"respect to the model's weights, and this backend returns log-probs only. Run GradNorm with the HF "
+            f"backend (--model hf, with --model_args pretrained=<the same model>), or drop gradnorm from --metadata "
+            f"to score the other methods with --model {backend}."
+        )
 
 
 def route_requests(lm, requests: list, stock_loglikelihood, score_per_token, disable_tqdm: bool = False, **kwargs):

@@ -55,6 +55,7 @@ from pdd_tasks.backends.base import (
     answer_groups,
     answer_per_token,
     cached_model_info,
+    refuse_gradients,
 )
 from pdd_tasks.errors import UserError
 
@@ -627,7 +628,11 @@ def score_per_token_api(lm, requests: list[PerTokenRequest], disable_tqdm: bool 
         One :class:`TokenScores` per request, in request order. Prompts are sorted, batched
         (``batch_size`` per HTTP request) and sent concurrently (``num_concurrent``) as the stock
         ``TemplateAPI._loglikelihood_tokens`` does.
+
+    Raises:
+        GradientsUnavailableError: a request asks for gradient norms (GradNorm: HF backend only).
     """
+    refuse_gradients(requests, _backend_name(lm))
     _check_client(lm)
     check_context(lm)
     checked = lm.__dict__.setdefault("_pdd_server_checked", set())

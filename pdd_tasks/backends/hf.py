@@ -40,6 +40,7 @@ from pdd_tasks.backends.base import (
     route_requests,
 )
 from pdd_tasks.backends.cpu_parallel import adopt_accelerator_processes
+from pdd_tasks.backends.gradients import gradient_norms
 from pdd_tasks.backends.token_stats import position_stats
 
 
@@ -158,15 +159,25 @@ def score_per_token_hf(lm, requests: list[PerTokenRequest], disable_tqdm: bool =
     Returns:
         One :class:`TokenScores` per request, in request order. Sorting, batch size (including
         ``auto``), right padding and the model call are those of ``HFLM._loglikelihood_tokens``.
+        A request with ``gradients`` also gets the norms of its loss's gradient (GradNorm): one more
+        forward and one backward pass of that text alone (:func:`~pdd_tasks.backends.gradients.gradient_norms`).
     """
     if lm.backend != "causal":
         raise ValueError("lm-eval-pdd scores causal language models only (--model hf with a decoder-only model).")
     info = hf_model_info(lm)
+
+    def answer_batch(batch: list[EncodedText], cuts: list[int]) -> list[TokenScores]:
+        answers = _answer_batch(lm, info, batch, cuts)
+        for item, answer in zip(batch, answers, strict=True):
+            if requests[item.index].gradients:
+                answer.grad_norms = gradient_norms(lm.model, item, lm.device)
+        return answers
+
     return answer_per_token(
         lm,
         requests,
         _context_limit(lm),
-        lambda batch, cuts: _answer_batch(lm, info, batch, cuts),
+        answer_batch,
         desc="Scoring texts (per-token log-probs)",
         disable_tqdm=disable_tqdm,
         batches=_hf_batches(lm),

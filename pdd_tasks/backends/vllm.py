@@ -57,6 +57,7 @@ from pdd_tasks.backends.base import (
     answer_groups,
     answer_per_token,
     cached_model_info,
+    refuse_gradients,
 )
 from pdd_tasks.errors import UserError
 
@@ -381,7 +382,11 @@ def score_per_token_vllm(
 
     Returns:
         One :class:`TokenScores` per request, in request order.
+
+    Raises:
+        GradientsUnavailableError: a request asks for gradient norms (GradNorm: HF backend only).
     """
+    refuse_gradients(requests, "vllm")
     if sampling_params_cls is None:  # the class the backend's module uses (lm-eval imports it from vllm)
         sampling_params_cls = getattr(sys.modules.get(type(lm).__module__), "SamplingParams", None)
     if sampling_params_cls is None:

@@ -132,6 +132,10 @@ class AnswersWithoutTop1(UserError):
     """The backend's answers lack the top-1 log-probs Gap-K% reads (a ``--use_cache`` file of an earlier version)."""
 
 
+class AnswersWithoutGradients(UserError):
+    """The backend's answers lack the gradient norms GradNorm reads (a ``--use_cache`` file of a run without it)."""
+
+
 def _same_model(expected: str, name: str) -> bool:
     """Whether model name/path ``expected`` (from --model_args) names the model ``name`` reports."""
     if expected == name:
@@ -274,6 +278,7 @@ class MembershipInferenceTask(ConfigurableTask):
 
     def per_token_requests(self, doc: dict, pairs: list[tuple[str, str]], **kwargs) -> list[PerTokenRequest]:
         """One :class:`PerTokenRequest` per ``(context, continuation)``, in that order."""
+        gradients = any(METHODS[name].gradients for name in self.settings.methods)  # GradNorm: the text's own request
         return [
             PerTokenRequest(
                 request_type="loglikelihood",
@@ -285,6 +290,7 @@ class MembershipInferenceTask(ConfigurableTask):
                 topk_logprobs=self.settings.topk_logprobs,
                 exact_mu_sigma=self.settings.exact_mu_sigma,
                 convention=self.settings.convention,
+                gradients=gradients and index == 0,
             )
             for index, pair in enumerate(pairs)
         ]
@@ -356,6 +362,13 @@ class MembershipInferenceTask(ConfigurableTask):
         (the text first, then the extra requests of :func:`pdd_tasks.registry.extra_requests`, then
         the generation requests of :func:`pdd_tasks.registry.generation_requests`)."""
         scores = results[0]
+        wanting = [name for name in self.settings.methods if METHODS[name].gradients]
+        if wanting and scores.grad_norms is None:
+            raise AnswersWithoutGradients(
+                f"{self.config.task}: the answer to a text's request carries no gradient norms, which {wanting[0]} "
+                f"reads: a --use_cache file written by a run without it answered this run (lm-eval's cache key is the "
+                f"text alone). Give this run a --use_cache path of its own (e.g. --use_cache cache/<model name>-gradnorm)."
+            )
         self.check_answering_model(scores.model)
         self.record_scoring_backend(scores.model)
         extra: dict[str, list[np.ndarray]] = {}
@@ -377,6 +390,7 @@ class MembershipInferenceTask(ConfigurableTask):
             prepared=self.prepared(),
             top1=scores.top1,
             generations=generations,
+            grad_norms=scores.grad_norms,
         )
         return score_text(inputs, self.settings)
 
