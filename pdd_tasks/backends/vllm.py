@@ -46,6 +46,7 @@ it; position 0 has nothing (``None`` or an empty range). Both forms are read her
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import sys
 from dataclasses import dataclass
@@ -475,6 +476,8 @@ def _answer_batch(lm, batch: list[EncodedText], cuts: list[int], params, wanted:
                 "must come back in request order."
             )
         mu, sigma = mu_sigma_from_listed(parsed, vocab_size, wanted)
+        if wanted.exact:
+            _log_exact_form(isinstance(output.prompt_logprobs, PromptLogprobArrays))
         answers.append(
             TokenScores(
                 parsed.logprobs.sum(),
@@ -489,6 +492,19 @@ def _answer_batch(lm, batch: list[EncodedText], cuts: list[int], params, wanted:
             )
         )
     return answers
+
+
+@functools.cache
+def _log_exact_form(arrays: bool) -> None:
+    """Say once per process which form vLLM returned exact mode's log-probs in."""
+    if arrays:
+        logger.info("exact_mu_sigma: vLLM's prompt log-probs kept as arrays (patch vllm-prompt-logprob-arrays)")
+    else:
+        logger.info(
+            "exact_mu_sigma: vLLM's prompt log-probs read from vLLM's own per-value lists (patch "
+            "vllm-prompt-logprob-arrays not in effect in the process that ran vllm.LLM): same scores, "
+            "several times the cost (docs/backends.md, 'Where the time goes')"
+        )
 
 
 def score_per_token_vllm(
