@@ -20,7 +20,8 @@ sends them) are answered and scored (``process_results``) by:
 Prints the median time per text of each, the ratios, the largest difference of each vLLM capture's
 per-text scores (every method) and of its Min-K%++ mu from HF's, and the peak resident memory of this
 process (vLLM's engine and worker are other processes). ``--profile`` then runs ``vllm exact`` once
-under cProfile and prints where this process's time went.
+under cProfile and prints where this process's time went, and times here what vLLM's worker adds for
+it (a sort of the whole distribution at every position, ``torch.topk`` with k = |V|).
 
 ``--model`` defaults to the converted default model (``lm-eval-pdd default-model`` writes it).
 """
@@ -79,6 +80,18 @@ def largest_per_text_difference(scores: list[dict], reference: list[dict], exclu
             if key.endswith("_auc") and isinstance(pair[0], float) and not method.startswith(exclude):
                 largest[method] = max(largest.get(method, 0.0), abs(got[key][0] - pair[0]))
     return largest
+
+
+def topk_seconds(positions: int, vocab: int, block: int = 64) -> float:
+    """Seconds of ``torch.topk`` with k = |V| over ``positions`` rows of log-probs, ``block`` rows per call:
+    what vLLM's worker does at every prompt position for ``prompt_logprobs=-1``."""
+    import torch
+
+    rows = torch.log_softmax(torch.randn(block, vocab, generator=torch.Generator().manual_seed(0)), -1)
+    began = time.perf_counter()
+    for start in range(0, positions, block):
+        torch.topk(rows[: min(block, positions - start)], vocab)
+    return time.perf_counter() - began
 
 
 def main() -> None:
@@ -185,6 +198,13 @@ def main() -> None:
         pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(15)
         print("\nvllm exact under cProfile (this process; the engine core and worker are other processes):")
         print(text.getvalue())
+        positions = sum(answer.token_ids.size for answer in answers["vllm exact"])
+        print(
+            f"The worker's sort, estimated in this process: torch.topk with k = |V| (vLLM's "
+            f"Sampler.gather_logprobs for prompt_logprobs=-1) over the exact pass's {positions} positions: "
+            f"{topk_seconds(positions, vocab):.1f} s; one exact pass took {statistics.median(seconds['vllm exact']):.1f} s, "
+            f"one top-20 pass {statistics.median(seconds['vllm top-20']):.1f} s."
+        )
 
 
 if __name__ == "__main__":  # vLLM spawns its engine and worker processes
