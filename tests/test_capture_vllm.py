@@ -8,6 +8,8 @@ stand-ins recorded from their source (see vllm_support.py). ``REAL_VLLM`` says w
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 import torch
@@ -22,6 +24,7 @@ from pdd_tasks.backends.vllm import (
     EngineLimitError,
     LogprobRequest,
     PromptLogprobArrays,
+    _log_exact_form,
     parse_prompt_logprobs,
     sampling_params,
     score_per_token_vllm,
@@ -119,11 +122,16 @@ def test_prompt_is_the_stock_empty_context_encoding(vllm_lm):
 
 
 @pytest.mark.parametrize("arrays", [True, False], ids=["arrays", "vllm-lists"])
-def test_exact_mode_equals_the_hf_capture(tiny_model, hf_scores, arrays):
+def test_exact_mode_equals_the_hf_capture(tiny_model, hf_scores, arrays, caplog):
     """Read from the arrays patch vllm-prompt-logprob-arrays keeps, or from vLLM's own lists (another
-    vLLM, data-parallel replicas): the same values as the HF capture."""
+    vLLM, data-parallel replicas; with a warning about the cost): the same values as the HF capture."""
     lm = make_vllm_lm(tiny_model, max_model_len=256, max_logprobs=-1, keeps_arrays=arrays)
-    answers = score(lm, [per_token(text, i, exact_mu_sigma=True) for i, text in enumerate(TEXTS)])
+    _log_exact_form.cache_clear()  # said once per process
+    with caplog.at_level(logging.INFO, logger="pdd_tasks.backends.vllm"):
+        answers = score(lm, [per_token(text, i, exact_mu_sigma=True) for i, text in enumerate(TEXTS)])
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warnings == ([] if arrays else [warnings[0]]) and ("kept as arrays" in caplog.text) is arrays
+    assert arrays or "per-value lists" in warnings[0]
     vocab = lm.model.llm_engine.model_config.get_vocab_size()
     ((_, params),) = lm.model.calls
     assert {p.prompt_logprobs for p in params} == {-1}

@@ -496,14 +496,16 @@ def _answer_batch(lm, batch: list[EncodedText], cuts: list[int], params, wanted:
 
 @functools.cache
 def _log_exact_form(arrays: bool) -> None:
-    """Say once per process which form vLLM returned exact mode's log-probs in."""
+    """Say once per process which form vLLM returned exact mode's log-probs in (a warning for vLLM's
+    own lists: the same scores at several times the cost)."""
     if arrays:
         logger.info("exact_mu_sigma: vLLM's prompt log-probs kept as arrays (patch vllm-prompt-logprob-arrays)")
     else:
-        logger.info(
+        logger.warning(
             "exact_mu_sigma: vLLM's prompt log-probs read from vLLM's own per-value lists (patch "
-            "vllm-prompt-logprob-arrays not in effect in the process that ran vllm.LLM): same scores, "
-            "several times the cost (docs/backends.md, 'Where the time goes')"
+            "vllm-prompt-logprob-arrays not in effect in the process that ran vllm.LLM: another vLLM than "
+            "0.32, or data-parallel replicas): the same scores at several times the cost (docs/backends.md, "
+            "'What exact mu/sigma costs on vLLM')"
         )
 
 
