@@ -1,23 +1,27 @@
 """Per-text cost of the pdd capture on vLLM (top-k and exact mu/sigma) and on HF, side by side in one run.
 
     VLLM_TARGET_DEVICE=cpu .venv-vllm/bin/python benchmarks/vllm_cost.py [--model DIR] [--task pdd_wikimia_32]
-        [--texts 40] [--repeats 2] [--profile]
+        [--texts 40] [--repeats 2] [--profile] [--no-lists]
 
 Runs in vLLM's environment (``.ci/install-vllm``; on a GPU machine any environment with vLLM). One
 vLLM engine (lm-eval's ``VLLM``, float32, ``max_logprobs=-1`` so that one engine serves both modes,
 ``enforce_eager=True``) and one ``HFLM`` (float32, CPU, batch size 8) are made first; their start is
-not timed. Then, ``--repeats`` times in turn, the same requests of the first ``--texts`` documents
-(each text and its lowercased form, as the task sends them) are answered and scored
-(``process_results``) by:
+not timed, nor is a first call of each capture on one document. Then, ``--repeats`` times in turn,
+the same requests of the first ``--texts`` documents (each text and its lowercased form, as the task
+sends them) are answered and scored (``process_results``) by:
 
 - ``vllm top-20``: ``prompt_logprobs=20``, Min-K%++'s mu/sigma estimated from the top 20;
-- ``vllm exact``: ``exact_mu_sigma``: ``prompt_logprobs=-1``, all |V| log-probs per token;
+- ``vllm exact``: ``exact_mu_sigma``: ``prompt_logprobs=-1``, all |V| log-probs per token, kept as
+  arrays by patch ``vllm-prompt-logprob-arrays`` (pdd_tasks/lm_eval_patches.py);
+- ``vllm exact, vLLM's lists``: the same with that patch suspended (vLLM's own output processing, one
+  Python list entry per value: the cost before the patch);
 - ``hf``: the HF capture (exact mu/sigma computed on the device).
 
-Prints the median time per text of each, the ratios, the largest Min-K%++ difference of each vLLM mode
-from HF, and the peak resident memory of this process (vLLM's engine and worker are other processes).
-``--profile`` then runs ``vllm exact`` once under cProfile and prints where this process's time went
-(vLLM builds the returned log-probs into Python lists here, in ``LogprobsProcessor``).
+Prints the median time per text of each, the ratios, the largest difference of each vLLM capture's
+per-text scores (every method) and of its Min-K%++ mu from HF's, and the peak resident memory of this
+process (vLLM's engine and worker are other processes). ``--profile`` then runs ``vllm exact`` once
+under cProfile and prints where this process's time went, and times here what vLLM's worker adds for
+it (a sort of the whole distribution at every position, ``torch.topk`` with k = |V|).
 
 ``--model`` defaults to the converted default model (``lm-eval-pdd default-model`` writes it).
 """
@@ -25,6 +29,7 @@ from HF, and the peak resident memory of this process (vLLM's engine and worker 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import dataclasses
 import io
@@ -48,6 +53,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--texts", type=int, default=40)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--no-lists", action="store_true", help="skip the slow 'vllm exact, vLLM's lists' capture")
     return parser.parse_args()
 
 
@@ -55,11 +61,44 @@ def peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
 
 
+def answer_and_score(lm, task, docs: list[dict], pdd_requests: list) -> tuple[list, list[dict]]:
+    """The pdd path as a run takes it: ``lm`` answers the per-token requests, then the task scores each
+    document (``process_results``, every method). Returns the answers and the per-document scores."""
+    answers = lm.loglikelihood(pdd_requests, disable_tqdm=True)
+    per_doc = len(answers) // len(docs)
+    scores = [task.process_results(doc, answers[i * per_doc : (i + 1) * per_doc]) for i, doc in enumerate(docs)]
+    return answers, scores
+
+
+def largest_per_text_difference(scores: list[dict], reference: list[dict], exclude=()) -> dict[str, float]:
+    """Per method, the largest difference of a document's score (the ``<method>_auc`` pairs) from the
+    reference's; methods whose name starts with one of ``exclude`` left out."""
+    largest: dict[str, float] = {}
+    for got, want in zip(scores, reference, strict=True):
+        for key, pair in want.items():
+            method = key.removesuffix("_auc")
+            if key.endswith("_auc") and isinstance(pair[0], float) and not method.startswith(exclude):
+                largest[method] = max(largest.get(method, 0.0), abs(got[key][0] - pair[0]))
+    return largest
+
+
+def topk_seconds(positions: int, vocab: int, block: int = 64) -> float:
+    """Seconds of ``torch.topk`` with k = |V| over ``positions`` rows of log-probs, ``block`` rows per call:
+    what vLLM's worker does at every prompt position for ``prompt_logprobs=-1``."""
+    import torch
+
+    rows = torch.log_softmax(torch.randn(block, vocab, generator=torch.Generator().manual_seed(0)), -1)
+    began = time.perf_counter()
+    for start in range(0, positions, block):
+        torch.topk(rows[: min(block, positions - start)], vocab)
+    return time.perf_counter() - began
+
+
 def main() -> None:
     args = parse_args()
     import importlib.metadata
 
-    from _common import answer_and_score, machine
+    from _common import machine
     from lm_eval.models.huggingface import HFLM
     from lm_eval.models.vllm_causallms import VLLM
     from lm_eval.tasks import TaskManager
@@ -72,6 +111,7 @@ def main() -> None:
     vllm = VLLM(pretrained=model_dir, dtype="float32", max_logprobs=-1, enforce_eager=True, batch_size="auto")
     hf = HFLM(pretrained=model_dir, dtype="float32", device="cpu", batch_size=8)
     lm_eval_patches.apply()  # after lm-eval's vLLM module is loaded: both backends route per-token requests
+    arrays = next(patch for patch in lm_eval_patches.PATCHES if patch.name == "vllm-prompt-logprob-arrays")
     manager = TaskManager(include_path=tasks_path())
     task = manager.load(args.task)["tasks"][args.task]
     docs = list(task.test_docs())[: args.texts]
@@ -83,18 +123,37 @@ def main() -> None:
     exact = [dataclasses.replace(request, exact_mu_sigma=True) for request in requests]
     # A task object per capture: a task refuses answers from two models (top-k and exact answers
     # carry different distribution statistics).
-    scorers = {name: manager.load(args.task)["tasks"][args.task] for name in ("vllm top-20", "vllm exact", "hf")}
+    names = ["vllm top-20", "vllm exact", "vllm exact, vLLM's lists", "hf"]
+    if args.no_lists:
+        names.remove("vllm exact, vLLM's lists")
+    scorers = {name: manager.load(args.task)["tasks"][args.task] for name in names}
+
+    def suspended_arrays():
+        return arrays.suspended()
+
     runs = {
-        "vllm top-20": lambda: answer_and_score(vllm, scorers["vllm top-20"], docs, requests),
-        "vllm exact": lambda: answer_and_score(vllm, scorers["vllm exact"], docs, exact),
-        "hf": lambda: answer_and_score(hf, scorers["hf"], docs, requests),
+        "vllm top-20": (vllm, requests, contextlib.nullcontext),
+        "vllm exact": (vllm, exact, contextlib.nullcontext),
+        "vllm exact, vLLM's lists": (vllm, exact, suspended_arrays),
+        "hf": (hf, requests, contextlib.nullcontext),
     }
-    seconds: dict[str, list[float]] = {name: [] for name in runs}
-    answers, memory = {}, {}
+
+    def run(name):
+        lm, sent, context = runs[name]
+        with context():
+            return answer_and_score(lm, scorers[name], docs, sent)
+
+    print(f"patches in effect: {', '.join(lm_eval_patches.applied())}")
+    for name in names:  # untimed: one document each, so that no timed run pays a first call's costs
+        lm, sent, context = runs[name]
+        with context():
+            lm.loglikelihood(sent[: len(sent) // len(docs)], disable_tqdm=True)
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    answers, scores, memory = {}, {}, {}
     for _ in range(args.repeats):
-        for name, run in runs.items():
+        for name in names:
             began = time.perf_counter()
-            answers[name] = run()
+            answers[name], scores[name] = run(name)
             seconds[name].append(time.perf_counter() - began)
             memory[name] = peak_rss_gb()
 
@@ -118,19 +177,34 @@ def main() -> None:
             f"| {name} | {value * 1000:.0f} ms | {value / top:.2f}x | {value / per_text['hf']:.2f}x | {memory[name]:.2f} GB |"
         )
     hf_mu = [answer.mu for answer in answers["hf"]]
-    for name in ("vllm top-20", "vllm exact"):
+    print()
+    for name in names[:-1]:
         largest = max(float(abs(a.mu - b).max()) for a, b in zip(answers[name], hf_mu, strict=True))
-        print(f"\n{name}: largest |mu - hf mu| over all tokens {largest:.3g}")
+        methods = largest_per_text_difference(
+            scores[name], scores["hf"], exclude=("min_k_pp", "gap_k") if "top" in name else ()
+        )
+        worst = max(methods, key=methods.get)
+        print(
+            f"{name}: largest |mu - hf mu| over all tokens {largest:.3g}; largest per-text score difference "
+            f"from hf {methods[worst]:.3g} ({worst}{'; Min-K%++ and Gap-K% excluded: estimated' if 'top' in name else ''})"
+        )
 
     if args.profile:
         profile = cProfile.Profile()
         profile.enable()
-        runs["vllm exact"]()
+        run("vllm exact")
         profile.disable()
         text = io.StringIO()
         pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(15)
         print("\nvllm exact under cProfile (this process; the engine core and worker are other processes):")
         print(text.getvalue())
+        positions = sum(answer.token_ids.size for answer in answers["vllm exact"])
+        print(
+            f"The worker's sort, estimated in this process: torch.topk with k = |V| (vLLM's "
+            f"Sampler.gather_logprobs for prompt_logprobs=-1) over the exact pass's {positions} positions: "
+            f"{topk_seconds(positions, vocab):.1f} s; one exact pass took {statistics.median(seconds['vllm exact']):.1f} s, "
+            f"one top-20 pass {statistics.median(seconds['vllm top-20']):.1f} s."
+        )
 
 
 if __name__ == "__main__":  # vLLM spawns its engine and worker processes

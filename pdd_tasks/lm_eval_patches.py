@@ -4,7 +4,9 @@ The pdd tasks run inside lm-evaluation-harness's own evaluation loop. Most of wh
 lm-eval's public interface (a task class, aggregations, ``register_model`` for ``hf-pdd``), but a
 few things can only be had by replacing a function or property of lm-eval at run time. Each such
 replacement is a :class:`Patch` in :data:`PATCHES`, with what it is for and which lm-eval code it
-replaces; nothing else in this package sets attributes on lm-eval's classes or modules.
+replaces; nothing else in this package sets attributes on lm-eval's classes or modules. One patch
+replaces vLLM code instead (``vllm-prompt-logprob-arrays``: exact mode's prompt log-probs kept as
+arrays), behind a gate of its own (:data:`VLLM_VERSION`).
 
 When: :func:`apply` applies them all, idempotently. It is called explicitly where a pdd task is
 built (``MembershipInferenceTask.__init__``, ``ExchangeabilityTask.__init__``) and by
@@ -15,9 +17,12 @@ next call after lm-eval has loaded it: in an ``lm_eval`` run the model is create
 tasks are built, so that is the call of the first task (docs/architecture.md, "Order in an
 lm_eval run").
 
-Version gate: every patch was written against lm-eval :data:`LM_EVAL_VERSION` (which
+Version gates: every patch of lm-eval was written against lm-eval :data:`LM_EVAL_VERSION` (which
 pyproject.toml pins). :func:`apply` first checks the installed version and refuses another with
-:class:`UnsupportedLmEvalVersion`, which names both versions and the pip command.
+:class:`UnsupportedLmEvalVersion`, which names both versions and the pip command. The vLLM patch was
+written against vLLM :data:`VLLM_VERSION`; with another vLLM it is not applied and a warning says
+so (:func:`vllm_version_problem`): exact mode then reads vLLM's own output, with the same scores at
+several times the cost.
 
 The excepthook: lm-eval's ``lm_eval`` command does not catch the exceptions a task raises while
 it is loaded or scored, so a user's mistake (:class:`~pdd_tasks.errors.UserError`) would come
@@ -37,9 +42,11 @@ lm-eval's ``hf_steered.py``), and values the captures cache on a model *object*
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.metadata
 import inspect
+import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,7 +56,12 @@ from pdd_tasks.backends.base import route_requests
 from pdd_tasks.backends.completions import refuse_chat_completions, score_per_token_api
 from pdd_tasks.backends.cpu_parallel import adopt_accelerator_processes
 from pdd_tasks.backends.hf import score_per_token_hf
-from pdd_tasks.backends.vllm import VLLM_MODULE, score_per_token_vllm
+from pdd_tasks.backends.vllm import (
+    VLLM_MODULE,
+    PromptLogprobArrays,
+    score_per_token_vllm,
+    wants_prompt_logprob_arrays,
+)
 from pdd_tasks.errors import UserError, excepthook_showing_user_errors
 from pdd_tasks.tasks import aggregations
 
@@ -58,6 +70,7 @@ __all__ = [
     "LM_EVAL_VERSION",
     "PATCHES",
     "Patch",
+    "VLLM_VERSION",
     "UnsupportedLmEvalVersion",
     "applied",
     "apply",
@@ -65,7 +78,10 @@ __all__ = [
     "is_lm_eval_cli",
     "lm_eval_version_problem",
     "running_lm_eval_cli",
+    "vllm_version_problem",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: The lm-eval release every patch was written against and checked with.
 LM_EVAL_VERSION = "0.4.13"
@@ -76,8 +92,17 @@ PIP_INSTALL = f"pip install 'lm-eval[hf,api]=={LM_EVAL_VERSION}'"
 #: The names lm-eval's console scripts are installed under (``sys.argv[0]``).
 LM_EVAL_PROGRAMS = ("lm_eval", "lm-eval")
 
+#: The vLLM release (major.minor) patch ``vllm-prompt-logprob-arrays`` was written against and checked with.
+VLLM_VERSION = "0.32"
+
+#: vLLM's module of the output processing that patch replaces in part (loaded with a ``vllm.LLM``).
+VLLM_LOGPROBS_MODULE = "vllm.v1.engine.logprobs"
+
 #: Attribute that marks a replacement as this module's (its value: the patch's name).
 _MARK = "__lm_eval_pdd_patch__"
+
+#: Attribute of a replacement that holds the value it replaced (restored by :meth:`Patch.suspended`).
+_STOCK = "__lm_eval_pdd_stock__"
 
 
 # -- the version gate -------------------------------------------------------------------------------
@@ -95,7 +120,7 @@ def lm_eval_version_problem(installed: str) -> str | None:
     """
     if installed == LM_EVAL_VERSION:
         return None
-    lm_eval_parts = [patch.name for patch in PATCHES if patch is not SHOW_USER_ERRORS]
+    lm_eval_parts = [patch.name for patch in PATCHES if patch is not SHOW_USER_ERRORS and patch.package == "lm_eval"]
     return (
         f"lm-eval {installed} is installed, but lm-eval-pdd works with lm-eval {LM_EVAL_VERSION} only: it "
         f"replaces parts of that release ({', '.join(lm_eval_parts)}: pdd_tasks/lm_eval_patches.py). "
@@ -119,6 +144,30 @@ def check_lm_eval_version(installed: str | None = None) -> None:
         raise UnsupportedLmEvalVersion(problem)
 
 
+def vllm_version_problem(installed: str) -> str | None:
+    """Why patch ``vllm-prompt-logprob-arrays`` is not applied with vLLM ``installed``, or None for
+    :data:`VLLM_VERSION` (any patch release, any local label such as ``+cpu``).
+
+    >>> vllm_version_problem("0.32.0") is None, vllm_version_problem("0.32.1+cpu") is None
+    (True, True)
+    >>> vllm_version_problem("0.33.0").split(";")[0]
+    'vLLM 0.33.0 is installed'
+    """
+    if installed.split("+")[0].split(".")[:2] == VLLM_VERSION.split("."):
+        return None
+    return (
+        f"vLLM {installed} is installed; patch vllm-prompt-logprob-arrays (pdd_tasks/lm_eval_patches.py), "
+        f"which replaces part of vLLM {VLLM_VERSION}'s output processing (vllm/v1/engine/logprobs.py), is not "
+        f"applied: exact_mu_sigma reads vLLM's own per-value lists instead, with the same scores at several "
+        f"times the cost (docs/backends.md, 'Where the time goes'). The top-k mode is not affected."
+    )
+
+
+@functools.cache
+def _warn(message: str) -> None:
+    logger.warning(message)
+
+
 # -- the patches ------------------------------------------------------------------------------------
 
 
@@ -134,6 +183,8 @@ class Patch:
         targets: the ``(owner, attribute)`` pairs it replaces in this process; empty where it does
             not apply (yet), e.g. vLLM not loaded.
         replacement: the stock value of a target -> what replaces it.
+        package: the package whose code it replaces (``lm_eval``; ``vllm`` for the one vLLM patch,
+            whose ``changes`` are relative to the ``vllm`` package).
     """
 
     name: str
@@ -142,6 +193,7 @@ class Patch:
     when: str
     targets: Callable[[], list[tuple[object, str]]]
     replacement: Callable[[object], object]
+    package: str = "lm_eval"
 
     def is_applied(self) -> bool:
         """Whether every target of this process carries this patch (False where none applies)."""
@@ -155,20 +207,41 @@ class Patch:
                 stock = inspect.getattr_static(owner, name)
                 setattr(owner, name, _marked(self.replacement(stock), stock, self.name))
 
+    @contextlib.contextmanager
+    def suspended(self):
+        """Within the block, the stock values where this patch is applied (for a comparison of the two,
+        e.g. ``benchmarks/vllm_cost.py``); the replacements again after it."""
+        replaced = [(owner, name) for owner, name in self.targets() if _patch_on(owner, name) == self.name]
+        replacements = [vars(owner)[name] for owner, name in replaced]
+        for (owner, name), value in zip(replaced, replacements, strict=True):
+            setattr(owner, name, getattr(_function(value), _STOCK))
+        try:
+            yield
+        finally:
+            for (owner, name), value in zip(replaced, replacements, strict=True):
+                setattr(owner, name, value)
+
+
+def _function(value):
+    """The function of a property (its getter), a classmethod, or a function."""
+    if isinstance(value, property):
+        return value.fget
+    if isinstance(value, classmethod):
+        return value.__func__
+    return value
+
 
 def _patch_on(owner: object, name: str) -> str | None:
     """The name of the patch that replaced ``owner.<name>`` (its own, not inherited), or None."""
-    value = vars(owner).get(name)
-    if isinstance(value, property):
-        value = value.fget
-    return getattr(value, _MARK, None)
+    return getattr(_function(vars(owner).get(name)), _MARK, None)
 
 
 def _marked(new, stock, patch_name: str):
     """``new`` marked as ``patch_name``'s, with ``__wrapped__`` = ``stock`` and its docstring where
-    ``new`` has none (on the getter, for a property)."""
-    function, original = (new.fget, stock.fget) if isinstance(new, property) else (new, stock)
+    ``new`` has none (on the getter, for a property; on the function, for a classmethod)."""
+    function, original = _function(new), _function(stock)
     setattr(function, _MARK, patch_name)
+    setattr(function, _STOCK, stock)
     function.__wrapped__ = original
     if function.__doc__ is None:
         function.__doc__ = getattr(original, "__doc__", None)
@@ -257,6 +330,54 @@ def _annotating_samples(stock):
         return result
 
     return _collect_results
+
+
+def _keeping_prompt_logprob_arrays(stock):
+    """Replacements in vLLM 0.32's ``LogprobsProcessor`` (``vllm/v1/engine/logprobs.py``, run in the
+    process that created the ``vllm.LLM``), for the requests :func:`wants_prompt_logprob_arrays`
+    selects (exact requests of the vLLM capture) only:
+
+    * ``from_new_request`` (a classmethod): the stock processor, with a :class:`PromptLogprobArrays`
+      as its ``prompt_logprobs`` container instead of vLLM's ``FlatLogprobs``;
+    * ``_update_prompt_logprobs``: for such a container, each chunk's ``LogprobsTensors`` (token ids,
+      log-probs, ranks) appended as arrays, where the stock method calls ``tolist()`` and appends every
+      value to four Python lists (``FlatLogprobs.append_fast``: 4 x (|V| + 1) appends per prompt
+      token, about nine tenths of exact mode's extra cost: docs/backends.md, "Where the time goes").
+      With no token strings asked for (``detokenize=False``) the stock method does nothing else.
+
+    Every other request (another program's, top-k mode, lm-eval's own) gets the stock methods' result.
+    """
+    if isinstance(stock, classmethod):
+
+        def from_new_request(cls, tokenizer, request):
+            processor = stock.__func__(cls, tokenizer, request)
+            if wants_prompt_logprob_arrays(request.sampling_params, detokenizes=tokenizer is not None):
+                processor.prompt_logprobs = PromptLogprobArrays()
+            return processor
+
+        return classmethod(from_new_request)
+
+    def _update_prompt_logprobs(self, prompt_logprobs_tensors) -> None:
+        if not isinstance(self.prompt_logprobs, PromptLogprobArrays):
+            return stock(self, prompt_logprobs_tensors)
+        token_ids, logprobs, ranks, *_ = prompt_logprobs_tensors
+        self.prompt_logprobs.append_chunk(token_ids, logprobs, ranks)
+        return None
+
+    return _update_prompt_logprobs
+
+
+def _vllm_logprobs_processor() -> list[tuple[object, str]]:
+    """vLLM's ``LogprobsProcessor`` methods that patch ``vllm-prompt-logprob-arrays`` replaces, where
+    vLLM's output processing is loaded and is :data:`VLLM_VERSION`'s (else none, with a warning)."""
+    cls = getattr(sys.modules.get(VLLM_LOGPROBS_MODULE), "LogprobsProcessor", None)
+    if cls is None:
+        return []
+    problem = vllm_version_problem(str(getattr(sys.modules.get("vllm"), "__version__", "unknown")))
+    if problem is not None:
+        _warn(problem)
+        return []
+    return [(cls, "from_new_request"), (cls, "_update_prompt_logprobs")]
 
 
 def _hflm() -> list[type]:
@@ -348,6 +469,22 @@ PATCHES: tuple[Patch, ...] = (
         when="once lm-eval has imported its vLLM backend (a --model vllm model exists)",
         targets=lambda: [(cls, "loglikelihood") for cls in _vllm()],
         replacement=_routing_to(score_per_token_vllm),
+    ),
+    Patch(
+        name="vllm-prompt-logprob-arrays",
+        purpose=(
+            "exact_mu_sigma on --model vllm: the full-vocabulary prompt log-probs stay the arrays vLLM's engine "
+            "sent (PromptLogprobArrays) instead of four Python list entries per value, which cost exact mode "
+            "about nine tenths of its extra time; only requests the vLLM capture marks (exact, no detokenization)"
+        ),
+        changes="vllm/v1/engine/logprobs.py: LogprobsProcessor.from_new_request, LogprobsProcessor._update_prompt_logprobs",
+        when=(
+            f"once vLLM's output processing is loaded (a vllm.LLM exists in this process), with vLLM {VLLM_VERSION} "
+            "only (another: not applied, a warning, vLLM's own lists read instead)"
+        ),
+        targets=_vllm_logprobs_processor,
+        replacement=_keeping_prompt_logprob_arrays,
+        package="vllm",
     ),
     Patch(
         name="completions-loglikelihood",

@@ -8,6 +8,8 @@ stand-ins recorded from their source (see vllm_support.py). ``REAL_VLLM`` says w
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 import torch
@@ -17,12 +19,16 @@ from pdd_metrics import approximate_mu_sigma
 from pdd_tasks import lm_eval_patches
 from pdd_tasks.backends.base import PerTokenRequest, TextTooLongError, TokenScores
 from pdd_tasks.backends.vllm import (
+    ARRAYS_KEY,
     VLLM_MODULE,
     EngineLimitError,
     LogprobRequest,
+    PromptLogprobArrays,
+    _log_exact_form,
     parse_prompt_logprobs,
     sampling_params,
     score_per_token_vllm,
+    wants_prompt_logprob_arrays,
 )
 from tests.conftest import wikimia_rows
 from tests.vllm_support import (
@@ -115,12 +121,21 @@ def test_prompt_is_the_stock_empty_context_encoding(vllm_lm):
     assert {p.prompt_logprobs for p in params} == {20} and {p.max_tokens for p in params} == {1}
 
 
-def test_exact_mode_equals_the_hf_capture(tiny_model, hf_scores):
-    lm = make_vllm_lm(tiny_model, max_model_len=256, max_logprobs=-1)
-    answers = score(lm, [per_token(text, i, exact_mu_sigma=True) for i, text in enumerate(TEXTS)])
+@pytest.mark.parametrize("arrays", [True, False], ids=["arrays", "vllm-lists"])
+def test_exact_mode_equals_the_hf_capture(tiny_model, hf_scores, arrays, caplog):
+    """Read from the arrays patch vllm-prompt-logprob-arrays keeps, or from vLLM's own lists (another
+    vLLM, data-parallel replicas; with a warning about the cost): the same values as the HF capture."""
+    lm = make_vllm_lm(tiny_model, max_model_len=256, max_logprobs=-1, keeps_arrays=arrays)
+    _log_exact_form.cache_clear()  # said once per process
+    with caplog.at_level(logging.INFO, logger="pdd_tasks.backends.vllm"):
+        answers = score(lm, [per_token(text, i, exact_mu_sigma=True) for i, text in enumerate(TEXTS)])
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warnings == ([] if arrays else [warnings[0]]) and ("kept as arrays" in caplog.text) is arrays
+    assert arrays or "per-value lists" in warnings[0]
     vocab = lm.model.llm_engine.model_config.get_vocab_size()
     ((_, params),) = lm.model.calls
     assert {p.prompt_logprobs for p in params} == {-1}
+    assert {p.extra_args[ARRAYS_KEY] for p in params} == {True}  # marked for the patch
     for got, want in zip(answers, hf_scores, strict=True):
         assert isinstance(got, TokenScores)
         np.testing.assert_array_equal(got.token_ids, want.token_ids)
@@ -174,6 +189,39 @@ def test_flat_logprobs_asked_for_where_vllm_has_them():
     params = sampling_params(SamplingParams, LogprobRequest(topk=20, exact=False))
     assert params.prompt_logprobs == 20 and params.max_tokens == 1 and params.temperature == 0
     assert params.flat_logprobs is True
+    assert not params.extra_args  # top-k requests are not marked: vLLM's own output processing
+    assert not wants_prompt_logprob_arrays(params, detokenizes=False)
+
+
+def test_only_exact_requests_without_token_strings_are_kept_as_arrays():
+    exact = sampling_params(SamplingParams, LogprobRequest(topk=0, exact=True))
+    assert exact.prompt_logprobs == -1 and exact.extra_args == {ARRAYS_KEY: True}
+    assert wants_prompt_logprob_arrays(exact, detokenizes=False)
+    assert not wants_prompt_logprob_arrays(exact, detokenizes=True)  # the arrays hold no token strings
+    unmarked = SamplingParams(temperature=0, max_tokens=1, detokenize=False, prompt_logprobs=-1)
+    assert not wants_prompt_logprob_arrays(unmarked, detokenizes=False)  # another program's request
+
+
+def test_prompt_logprob_arrays_parse_as_vllm_lists(tiny_model):
+    """The arrays of an exact request (in chunks) give what vLLM's FlatLogprobs of the same request give."""
+    engine = make_vllm_lm(tiny_model, max_model_len=256, max_logprobs=-1).model
+    tokens = [0] + np.random.default_rng(1).integers(1, engine.hf_model.config.vocab_size, 9).tolist()
+    exact = sampling_params(SamplingParams, LogprobRequest(topk=0, exact=True))
+    (arrays,) = engine.generate([{"prompt_token_ids": tokens}], sampling_params=exact)
+    engine.keeps_arrays = False
+    (lists,) = engine.generate([{"prompt_token_ids": tokens}], sampling_params=exact)
+    assert isinstance(arrays.prompt_logprobs, PromptLogprobArrays) and len(arrays.prompt_logprobs) == len(tokens)
+    assert type(lists.prompt_logprobs).__name__ == "FlatLogprobs"
+    for start in (1, 4):
+        got = parse_prompt_logprobs(tokens, arrays.prompt_logprobs, start)
+        want = parse_prompt_logprobs(tokens, lists.prompt_logprobs, start)
+        np.testing.assert_array_equal(got.token_ids, want.token_ids)
+        np.testing.assert_array_equal(got.logprobs, want.logprobs)
+        assert got.is_greedy == want.is_greedy
+        for row, values in zip(got.listed, want.listed, strict=True):
+            np.testing.assert_array_equal(np.sort(row), np.sort(values))
+    with pytest.raises(ValueError, match="do not begin with the prompt tokens"):
+        parse_prompt_logprobs([tokens[0], tokens[1] + 1, *tokens[2:]], arrays.prompt_logprobs, 1)
 
 
 def test_engine_limits_are_refused_before_scoring_with_the_fix(vllm_lm):

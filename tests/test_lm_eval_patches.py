@@ -98,6 +98,18 @@ class VLLM(lm_eval.api.model.TemplateLM):
 
 sys.modules["lm_eval.models.vllm_causallms"] = types.SimpleNamespace(VLLM=VLLM)
 WATCHED.append(VLLM)
+
+class LogprobsProcessor:  # vLLM 0.32's output processing (vllm/v1/engine/logprobs.py), the parts replaced
+    @classmethod
+    def from_new_request(cls, tokenizer, request):
+        return cls()
+
+    def _update_prompt_logprobs(self, prompt_logprobs_tensors):
+        pass
+
+sys.modules["vllm"] = types.SimpleNamespace(__version__="0.32.0")
+sys.modules["vllm.v1.engine.logprobs"] = types.SimpleNamespace(LogprobsProcessor=LogprobsProcessor)
+WATCHED.append(LogprobsProcessor)
 from pdd_tasks import lm_eval_patches
 before = snapshot()
 lm_eval_patches.apply()
@@ -121,6 +133,8 @@ print(json.dumps({
         "HFLM.world_size",
         "LocalChatCompletion.loglikelihood",
         "LocalCompletionsAPI.loglikelihood",
+        "LogprobsProcessor._update_prompt_logprobs",
+        "LogprobsProcessor.from_new_request",
         "OpenAIChatCompletion.loglikelihood",
         "VLLM.loglikelihood",
         "lm_eval.evaluator_utils._collect_results",
@@ -129,6 +143,36 @@ print(json.dumps({
     ]
     assert result["changed_again"] == []  # idempotent
     assert result["inherited_kept"]  # OpenAICompletionsAPI keeps its own method, which calls the patched one
+
+
+def test_the_vllm_patch_has_its_own_version_gate():
+    """Another vLLM: the patch is not applied, with a warning naming the patch and what it costs; the
+    lm-eval gate's message names lm-eval's patches only."""
+    result = python(
+        """
+import json, logging, sys, types
+messages = []
+logging.basicConfig(level=logging.WARNING)
+logging.getLogger().addHandler(type("H", (logging.Handler,), {"emit": lambda self, r: messages.append(r.getMessage())})())
+
+class LogprobsProcessor:
+    def _update_prompt_logprobs(self, tensors):
+        pass
+
+sys.modules["vllm"] = types.SimpleNamespace(__version__="0.40.1")
+sys.modules["vllm.v1.engine.logprobs"] = types.SimpleNamespace(LogprobsProcessor=LogprobsProcessor)
+from pdd_tasks import lm_eval_patches
+lm_eval_patches.apply()
+lm_eval_patches.apply()
+print(json.dumps({"applied": lm_eval_patches.applied(), "messages": messages,
+                  "lm_eval_message": lm_eval_patches.lm_eval_version_problem("0.4.99")}))
+"""
+    )
+    assert "vllm-prompt-logprob-arrays" not in result["applied"]
+    (message,) = [m for m in result["messages"] if "vllm-prompt-logprob-arrays" in m]  # once
+    assert message.startswith("vLLM 0.40.1 is installed") and "not applied" in message and "0.32" in message
+    assert "vllm-prompt-logprob-arrays" not in result["lm_eval_message"]
+    assert "vllm-loglikelihood" in result["lm_eval_message"]
 
 
 def test_library_use_keeps_the_excepthook():

@@ -170,6 +170,7 @@ def vllm_run(model_dir, tasks, include, directory, engine_args: str = "", check=
         limit=LIMIT,
     )
     finished, seconds = vllm_lm_eval(args, cwd=directory, home=directory / "home")
+    (directory / "lm_eval.stderr").write_text(finished.stderr)
     label = directory.name.rstrip("0123456789")
     print(f"\nlm_eval --model vllm ({label}: {', '.join(tasks)}): {seconds:.0f} s wall, engine start included")
     if check:
@@ -308,6 +309,81 @@ def test_exact_mode_is_recorded(vllm_exact):
     recorded = results["configs"][TASK]["metadata"]["token_scores"]
     assert recorded["backend"] == "vllm"
     assert recorded["mu_sigma"] == "exact (full vocabulary from vLLM prompt_logprobs=-1)"
+    # read from the arrays patch vllm-prompt-logprob-arrays keeps (vLLM 0.32): the capture warns (the
+    # lm_eval command shows pdd_tasks' warnings) when it reads vLLM's own per-value lists instead
+    stderr = (vllm_exact.parent / "lm_eval.stderr").read_text()
+    assert "Running loglikelihood requests" in stderr and "per-value lists" not in stderr
+
+
+#: vLLM's own LogprobsProcessor (no engine): the patch keeps the marked exact requests' chunks as
+#: arrays, equal to what stock vLLM makes of them, and leaves every other request to the stock methods.
+PROCESSOR_SCRIPT = """
+import json, types
+import numpy as np, torch
+from vllm import SamplingParams
+from vllm.v1.engine.logprobs import LogprobsProcessor
+from vllm.v1.outputs import LogprobsTensors
+from pdd_tasks import lm_eval_patches
+from pdd_tasks.backends.vllm import LogprobRequest, PromptLogprobArrays, parse_prompt_logprobs, sampling_params
+
+lm_eval_patches.apply()
+patch = next(p for p in lm_eval_patches.PATCHES if p.name == "vllm-prompt-logprob-arrays")
+tokens = [0, 7, 3, 9, 1, 4, 4, 8]
+rows = torch.log_softmax(torch.randn(len(tokens) - 1, 50, generator=torch.Generator().manual_seed(0)), -1)
+targets = torch.tensor(tokens[1:])
+
+def process(params, tokenizer=None):
+    processor = LogprobsProcessor.from_new_request(tokenizer, types.SimpleNamespace(sampling_params=params))
+    k = rows.shape[1] if params.prompt_logprobs == -1 else params.prompt_logprobs
+    top = torch.topk(rows, k)
+    ids = torch.cat([targets[:, None], top.indices], 1).to(torch.int32)
+    values = torch.cat([rows.gather(1, targets[:, None]), top.values], 1)
+    ranks = (rows >= values[:, :1]).sum(1)
+    for chunk in (slice(0, 3), slice(3, None)):  # two prefill chunks
+        tensors = LogprobsTensors(ids[chunk], values[chunk], ranks[chunk])
+        processor.update_from_output(types.SimpleNamespace(
+            new_logprobs=None, new_prompt_logprobs_tensors=tensors, prompt_token_id_logprobs=None))
+    return processor.prompt_logprobs
+
+exact = sampling_params(SamplingParams, LogprobRequest(topk=0, exact=True))
+topk = sampling_params(SamplingParams, LogprobRequest(topk=5, exact=False))
+unmarked = SamplingParams(temperature=0, max_tokens=1, detokenize=False, prompt_logprobs=-1, flat_logprobs=True)
+arrays = process(exact)
+with patch.suspended():
+    stock = process(exact)
+got, want = (parse_prompt_logprobs(tokens, c, 1) for c in (arrays, stock))
+print(json.dumps({
+    "applied": lm_eval_patches.applied(),
+    "kinds": [type(c).__name__ for c in (arrays, stock, process(topk), process(unmarked))],
+    "same": bool(np.array_equal(got.token_ids, want.token_ids) and np.array_equal(got.logprobs, want.logprobs)
+                 and got.is_greedy == want.is_greedy
+                 and all(np.array_equal(np.sort(a), np.sort(b)) for a, b in zip(got.listed, want.listed))),
+    "flat_equal": arrays.token_ids[:, 1:].ravel().tolist() == [i for p in range(1, 8) for i in
+                  stock.token_ids[stock.start_indices[p] + 1 : stock.end_indices[p]]],
+    "restored": "vllm-prompt-logprob-arrays" in lm_eval_patches.applied(),
+}))
+"""
+
+
+def test_the_patch_keeps_exact_prompt_logprobs_as_arrays_in_vllms_processor():
+    """Patch vllm-prompt-logprob-arrays on vLLM's own LogprobsProcessor, fed two chunks as the engine
+    sends them: the exact request marked by the capture gets PromptLogprobArrays holding what stock vLLM
+    turns into FlatLogprobs (the same parse); top-k and unmarked requests get vLLM's FlatLogprobs."""
+    env = dict(os.environ, **OFFLINE, **VLLM_CPU_ENV, PYTHONPATH=str(REPO))
+    env.pop("VIRTUAL_ENV", None)
+    finished = subprocess.run(
+        [str(VENV / "bin" / "python"), "-c", PROCESSOR_SCRIPT],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert finished.returncode == 0, finished.stderr[-8000:]
+    result = json.loads(finished.stdout.strip().splitlines()[-1])
+    assert "vllm-prompt-logprob-arrays" in result["applied"], finished.stderr[-4000:]
+    assert result["kinds"] == ["PromptLogprobArrays", "FlatLogprobs", "FlatLogprobs", "FlatLogprobs"]
+    assert result["same"] and result["flat_equal"] and result["restored"]
 
 
 # -- the default top-k mode ---------------------------------------------------------------------------

@@ -15,7 +15,11 @@ stand-ins below are used, recorded from vLLM 0.33.0 (Apache-2.0): ``vllm/logprob
 transformers model and packs them as ``vllm/v1/engine/logprobs.py``
 (``LogprobsProcessor._update_prompt_logprobs``) does: per prompt position i >= 1 the prompt token
 first, then the top k (all |V| for ``prompt_logprobs=-1``), with the prompt token's rank (the
-number of log-probs >= its own, as vLLM's sampler counts); position 0 empty.
+number of log-probs >= its own, as vLLM's sampler counts); position 0 empty. For the exact requests
+that patch ``vllm-prompt-logprob-arrays`` (pdd_tasks/lm_eval_patches.py) serves in vLLM 0.32, it
+returns what that patch makes of vLLM's ``LogprobsTensors`` instead: a
+:class:`~pdd_tasks.backends.vllm.PromptLogprobArrays`, in two chunks (chunked prefill)
+(``EmulatedLLM(keeps_arrays=False)``: vLLM without the patch).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
+
+from pdd_tasks.backends.vllm import PromptLogprobArrays, wants_prompt_logprob_arrays
 
 
 try:  # vLLM's own classes, where the package imports
@@ -135,6 +141,7 @@ except Exception:  # noqa: BLE001 (not installed, or CUDA-only parts fail to imp
         prompt_logprobs: int | None = None
         flat_logprobs: bool = False
         detokenize: bool = True
+        extra_args: dict | None = None
 
         def __post_init__(self):
             if self.prompt_logprobs is not None and self.prompt_logprobs != -1 and self.prompt_logprobs < 0:
@@ -150,8 +157,9 @@ NONES = itertools.repeat(None)  # detokenize=False: no decoded tokens (vllm/v1/e
 class EmulatedLLM:
     """``vllm.LLM.generate`` for scoring prompts, computed with a transformers causal LM."""
 
-    def __init__(self, model, max_model_len: int, max_logprobs: int = 20):
+    def __init__(self, model, max_model_len: int, max_logprobs: int = 20, keeps_arrays: bool = True):
         self.hf_model = model.eval()
+        self.keeps_arrays = keeps_arrays
         vocab_size = model.get_output_embeddings().weight.shape[0]
         self.llm_engine = SimpleNamespace(
             model_config=SimpleNamespace(
@@ -181,7 +189,17 @@ class EmulatedLLM:
                 logits = self.hf_model(torch.tensor([tokens])).logits[0]
             rows = F.log_softmax(logits.float(), dim=-1)
             container = None
-            if asked is not None:
+            if self.keeps_arrays and wants_prompt_logprob_arrays(params, detokenizes=params.detokenize):
+                container = PromptLogprobArrays()
+                targets = torch.tensor(tokens[1:])
+                top = torch.topk(rows[:-1], vocab_size)  # vLLM's Sampler.gather_logprobs, k = |V|
+                ids = torch.cat([targets[:, None], top.indices], dim=1).to(torch.int32)
+                values = torch.cat([rows[:-1].gather(1, targets[:, None]), top.values], dim=1)
+                ranks = (rows[:-1] >= values[:, :1]).sum(1)
+                half = len(targets) // 2
+                for chunk in (slice(0, half), slice(half, None)):  # as the patch appends each prefill chunk
+                    container.append_chunk(ids[chunk], values[chunk], ranks[chunk])
+            elif asked is not None:
                 container = create_prompt_logprobs(getattr(params, "flat_logprobs", False))
                 k = vocab_size if asked == -1 else asked
                 for position in range(1, len(tokens)):
@@ -229,7 +247,7 @@ def real_vllm_class():
     return VLLM
 
 
-def make_vllm_lm(model_dir, max_model_len: int, max_logprobs: int = 20, batch_size="auto"):
+def make_vllm_lm(model_dir, max_model_len: int, max_logprobs: int = 20, batch_size="auto", keeps_arrays=True):
     """An lm-eval ``VLLM`` (the real class where it imports, else :class:`StandInVLLM`) whose engine
     is an :class:`EmulatedLLM` over the transformers model in ``model_dir``."""
     from lm_eval.api.model import TemplateLM
@@ -240,7 +258,7 @@ def make_vllm_lm(model_dir, max_model_len: int, max_logprobs: int = 20, batch_si
     TemplateLM.__init__(lm)  # rank, world size, cache hook
     lm.tokenizer = AutoTokenizer.from_pretrained(model_dir)
     lm._config = AutoConfig.from_pretrained(model_dir)
-    lm.model = EmulatedLLM(AutoModelForCausalLM.from_pretrained(model_dir), max_model_len, max_logprobs)
+    lm.model = EmulatedLLM(AutoModelForCausalLM.from_pretrained(model_dir), max_model_len, max_logprobs, keeps_arrays)
     lm.model_args = {"model": str(model_dir)}
     lm.custom_prefix_token_id = None
     lm.add_bos_token = None

@@ -67,10 +67,26 @@ def position_stats(logits: torch.Tensor, targets: torch.Tensor, chunk_elements: 
         logprobs.append(block.gather(-1, wanted.unsqueeze(-1)).squeeze(-1))
         greedy = greedy and bool((block.argmax(-1) == wanted).all())
         tops.append(block.amax(-1))
-        probs = block.exp()
-        mu = (probs * block).sum(-1)
-        block.sub_(mu.unsqueeze(-1)).square_()  # block is not needed as log-probs any more
-        sigmas.append((probs * block).sum(-1).clamp_min(0).sqrt())
+        mu, sigma = mu_sigma(block, overwrite=True)  # block is not needed as log-probs any more
         mus.append(mu)
-        del block, probs
+        sigmas.append(sigma)
+        del block
     return PositionStats(torch.cat(logprobs), torch.cat(mus), torch.cat(sigmas), torch.cat(tops), greedy)
+
+
+def mu_sigma(logprobs: torch.Tensor, overwrite: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Min-K%++'s mu_i = sum_v p_v log p_v and sigma_i = sqrt(sum_v p_v (log p_v - mu_i)^2) (Eq. 3-4)
+    of each row of full-distribution log-probs, shape (n, V), in their dtype.
+
+    Args:
+        logprobs: (n, V), every token's log-prob at each position (any order within a row).
+        overwrite: use ``logprobs`` as scratch space (saves one (n, V) temporary; its values are lost).
+
+    Returns:
+        ``(mu, sigma)``, each of shape (n,).
+    """
+    probs = logprobs.exp()
+    mu = (probs * logprobs).sum(-1)
+    centered = logprobs.sub_(mu.unsqueeze(-1)) if overwrite else logprobs - mu.unsqueeze(-1)
+    sigma = (probs * centered.square_()).sum(-1).clamp_min(0).sqrt()
+    return mu, sigma

@@ -18,10 +18,14 @@ instead (``VLLM.loglikelihood`` routes them here: patch ``vllm-loglikelihood`` o
   the vocabulary);
 * or, with task setting ``exact_mu_sigma: true``, ``prompt_logprobs=-1``: the whole distribution,
   |V| log-probs per text token (49,152 for SmolLM2, 151,936 for Qwen2), which vLLM refuses unless
-  the engine allows it: ``--model_args ...,max_logprobs=-1``. Exact, but costly: vLLM copies |V|
-  values per token from the GPU and builds them into Python objects (``flat_logprobs`` lists where
-  the installed vLLM has them, else one ``Logprob`` object each), so texts are sent in batches of
-  at most :data:`EXACT_ENTRIES_PER_BATCH` values.
+  the engine allows it: ``--model_args ...,max_logprobs=-1``. vLLM's worker sends |V| + 1 values
+  per token to this process, where stock vLLM builds them into Python objects (``flat_logprobs``
+  lists, four appends per value: most of the cost). Exact requests carry a mark
+  (``SamplingParams.extra_args[ARRAYS_KEY]``) by which patch ``vllm-prompt-logprob-arrays`` of
+  :mod:`pdd_tasks.lm_eval_patches` (vLLM 0.32) keeps those values as the arrays vLLM received
+  (:class:`PromptLogprobArrays`), read here without a Python object per value; where the patch is
+  not in effect (another vLLM, data-parallel replicas) vLLM's own lists are read, with the same
+  result. Texts are sent in batches of at most :data:`EXACT_ENTRIES_PER_BATCH` values.
 
 The results JSON records which was used (``configs.<task>.metadata.token_scores.mu_sigma``).
 
@@ -35,17 +39,20 @@ Written against lm-eval 0.4.13 and vLLM 0.33.0 (``vllm/logprobs.py``: ``Logprob`
 ``LogprobsProcessor._update_prompt_logprobs``; ``vllm/outputs.py``: ``RequestOutput``). Per prompt
 position i >= 1 vLLM lists the actual token x_i first and then the top k; the dict form
 (``list[dict[int, Logprob] | None]``) merges a duplicate x_i, the flat form (``FlatLogprobs``) keeps
-it; position 0 has nothing (``None`` or an empty range). Both forms are read here.
+it; position 0 has nothing (``None`` or an empty range). Both forms are read here, and
+:class:`PromptLogprobArrays` (vLLM 0.32's ``_update_prompt_logprobs`` arrays: a row per position, x_i first).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import sys
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from pdd_metrics import approximate_mu_sigma
 from pdd_tasks.backends.base import (
@@ -59,6 +66,7 @@ from pdd_tasks.backends.base import (
     cached_model_info,
     refuse_gradients,
 )
+from pdd_tasks.backends.token_stats import mu_sigma
 from pdd_tasks.errors import UserError
 
 
@@ -68,9 +76,15 @@ logger = logging.getLogger(__name__)
 VLLM_MODULE = "lm_eval.models.vllm_causallms"
 
 #: Exact mode: at most this many log-prob values (prompt tokens x |V|) per call to vLLM, which bounds
-#: the memory of the returned Python objects (about 100 bytes per value): 2**24 values is ~1.7 GB,
-#: 340 tokens of a 49,152-token vocabulary.
+#: the memory of the returned values: 2**24 values is ~1.7 GB as vLLM's Python lists (about 100 bytes
+#: per value), ~200 MB as arrays (:class:`PromptLogprobArrays`: token id, log-prob), 340 tokens of a
+#: 49,152-token vocabulary.
 EXACT_ENTRIES_PER_BATCH = 2**24
+
+#: The ``SamplingParams.extra_args`` key that marks an exact request (``prompt_logprobs=-1``) whose
+#: prompt log-probs patch ``vllm-prompt-logprob-arrays`` keeps as arrays; vLLM itself reads only its
+#: own keys of ``extra_args``.
+ARRAYS_KEY = "lm_eval_pdd_prompt_logprob_arrays"
 
 #: Positions per call of approximate_mu_sigma (bounds its (positions x entries) float64 arrays).
 _VALUES_PER_BLOCK = 2**22
@@ -110,12 +124,84 @@ class LogprobRequest:
 def sampling_params(sampling_params_cls, wanted: LogprobRequest):
     """The ``SamplingParams`` of a scoring prompt: one greedy token (vLLM must generate at least one)
     and the prompt log-probs, as stock ``VLLM._model_generate`` builds them, with
-    ``prompt_logprobs=k`` (or -1) instead of 1 and, where the installed vLLM has it,
-    ``flat_logprobs=True`` (a few flat lists instead of one ``Logprob`` object per value)."""
+    ``prompt_logprobs=k`` (or -1) instead of 1 and, where the installed vLLM has them,
+    ``flat_logprobs=True`` (a few flat lists instead of one ``Logprob`` object per value) and, in exact
+    mode, the mark :data:`ARRAYS_KEY` in ``extra_args`` (:class:`PromptLogprobArrays`)."""
     kwargs = dict(temperature=0, max_tokens=1, detokenize=False, prompt_logprobs=wanted.prompt_logprobs)
-    if "flat_logprobs" in _field_names(sampling_params_cls):
+    fields = _field_names(sampling_params_cls)
+    if "flat_logprobs" in fields:
         kwargs["flat_logprobs"] = True
+    if wanted.exact and "extra_args" in fields:
+        kwargs["extra_args"] = {ARRAYS_KEY: True}
     return sampling_params_cls(**kwargs)
+
+
+class PromptLogprobArrays:
+    """One request's prompt log-probs kept as the arrays vLLM's engine sent them.
+
+    What vLLM 0.32's ``LogprobsProcessor._update_prompt_logprobs`` receives per prefill chunk
+    (``LogprobsTensors``): per prompt position i >= 1 a row of token ids and their log-probs, x_i
+    first and then the top k (all |V| for ``prompt_logprobs=-1``), and x_i's rank. Stock vLLM turns
+    each value into list entries (``FlatLogprobs.append_fast``); patch ``vllm-prompt-logprob-arrays``
+    of :mod:`pdd_tasks.lm_eval_patches` appends the chunk here instead, for the requests marked with
+    :data:`ARRAYS_KEY`. Like vLLM's containers it counts position 0 (which has no log-probs), so its
+    length is the prompt's. It stands in ``RequestOutput.prompt_logprobs`` and is read by
+    :func:`parse_prompt_logprobs` only.
+    """
+
+    def __init__(self) -> None:
+        self._chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._joined: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def append_chunk(self, token_ids, logprobs, ranks) -> None:
+        """Add the rows of one prefill chunk (tensors or arrays of shape (rows, k + 1), (rows, k + 1), (rows,))."""
+        chunk = tuple(np.asarray(value) for value in (token_ids, logprobs, ranks))
+        if chunk[0].shape != chunk[1].shape or chunk[0].ndim != 2 or chunk[2].shape != chunk[0].shape[:1]:
+            raise ValueError(
+                f"prompt log-probs of shapes {[value.shape for value in chunk]}: expected token ids and "
+                f"log-probs (rows, k + 1) and ranks (rows,)"
+            )
+        self._chunks.append(chunk)
+        self._joined = None
+
+    def _rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._joined is None:
+            if not self._chunks:
+                empty = np.empty((0, 0))
+                self._joined = (empty.astype(np.int64), empty, np.empty(0, dtype=np.int64))
+            else:
+                self._joined = tuple(np.concatenate(parts) for parts in zip(*self._chunks, strict=True))
+                self._chunks = [self._joined]
+        return self._joined
+
+    @property
+    def token_ids(self) -> np.ndarray:
+        """(positions - 1, k + 1): per position i >= 1, x_i and then the top k token ids."""
+        return self._rows()[0]
+
+    @property
+    def logprobs(self) -> np.ndarray:
+        """(positions - 1, k + 1): their log-probs (float32, as the engine computed them)."""
+        return self._rows()[1]
+
+    @property
+    def ranks(self) -> np.ndarray:
+        """(positions - 1,): x_i's rank (1 = the most likely token)."""
+        return self._rows()[2]
+
+    def __len__(self) -> int:
+        return 1 + sum(chunk[0].shape[0] for chunk in self._chunks)
+
+    def __repr__(self) -> str:
+        return f"PromptLogprobArrays(positions={len(self)}, per position={self.token_ids.shape[1]})"
+
+
+def wants_prompt_logprob_arrays(sampling_params, detokenizes: bool) -> bool:
+    """Whether vLLM's output processing keeps a request's prompt log-probs as
+    :class:`PromptLogprobArrays`: an exact request of this capture (``prompt_logprobs=-1``, the mark
+    :data:`ARRAYS_KEY`) that asks for no token strings (``detokenize=False``: the arrays hold none)."""
+    extra = getattr(sampling_params, "extra_args", None) or {}
+    return extra.get(ARRAYS_KEY) is True and sampling_params.prompt_logprobs == -1 and not detokenizes
 
 
 def _field_names(cls) -> set[str]:
@@ -225,7 +311,7 @@ class ParsedPrompt:
 
     token_ids: np.ndarray  # int64 (n,)
     logprobs: np.ndarray  # float64 (n,)
-    listed: list[np.ndarray]  # n arrays of distinct tokens' log-probs, x_i's included
+    listed: list[np.ndarray] | np.ndarray  # n arrays (or rows) of distinct tokens' log-probs, x_i's included
     is_greedy: bool
 
 
@@ -239,7 +325,7 @@ def parse_prompt_logprobs(prompt_token_ids, prompt_logprobs, start: int) -> Pars
     Accepts vLLM's two forms: ``list[dict[token_id, Logprob] | None]`` and ``FlatLogprobs``
     (parallel flat lists ``token_ids``/``logprobs`` with per-position ``start_indices`` and
     ``end_indices``; x_i is listed first and again among the top k when it is one of them, and is
-    counted once here).
+    counted once here), and :class:`PromptLogprobArrays` (exact mode, read by :func:`_parse_arrays`).
     """
     prompt = list(prompt_token_ids)
     if prompt_logprobs is None:
@@ -251,6 +337,8 @@ def parse_prompt_logprobs(prompt_token_ids, prompt_logprobs, start: int) -> Pars
         )
     if start < 1:
         raise ValueError("the first prompt token has no log-prob (nothing precedes it): start must be >= 1")
+    if isinstance(prompt_logprobs, PromptLogprobArrays):
+        return _parse_arrays(prompt, prompt_logprobs, start)
     flat = hasattr(prompt_logprobs, "start_indices") and hasattr(prompt_logprobs, "token_ids")
     if flat:
         all_ids = np.asarray(prompt_logprobs.token_ids, dtype=np.int64)
@@ -287,6 +375,26 @@ def parse_prompt_logprobs(prompt_token_ids, prompt_logprobs, start: int) -> Pars
     )
 
 
+def _parse_arrays(prompt: list[int], arrays: PromptLogprobArrays, start: int) -> ParsedPrompt:
+    """:func:`parse_prompt_logprobs` for :class:`PromptLogprobArrays` of an exact request: row i - 1 is
+    x_i and then all |V| tokens (x_i among them), so the listed values are the row but its first."""
+    tokens = np.asarray(prompt[start:], dtype=np.int64)
+    ids, values = arrays.token_ids[start - 1 :], arrays.logprobs[start - 1 :]
+    if ids.shape[1] < 2 or not np.array_equal(ids[:, 0], tokens):
+        raise ValueError(
+            "vLLM's prompt log-prob rows do not begin with the prompt tokens; expected x_i first at "
+            "every position (vllm/v1/engine/logprobs.py, LogprobsTensors)."
+        )
+    listed = values[:, 1:]
+    best = ids[np.arange(tokens.size), 1 + np.argmax(listed, axis=1)]
+    return ParsedPrompt(
+        token_ids=tokens,
+        logprobs=values[:, 0].astype(np.float64),
+        listed=listed,
+        is_greedy=bool(np.array_equal(best, tokens)),
+    )
+
+
 def mu_sigma_from_listed(
     parsed: ParsedPrompt, vocab_size: int, wanted: LogprobRequest
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -300,6 +408,8 @@ def mu_sigma_from_listed(
                 f"{short[0]}, fewer than the vocabulary's {vocab_size}; the exact mu/sigma need all of them "
                 f"(prompt_logprobs=-1 with max_logprobs=-1)."
             )
+    if wanted.exact and isinstance(parsed.listed, np.ndarray):  # all |V| per row: Eq. 3-4 as the HF capture
+        return _full_mu_sigma(parsed.listed)
     width = max(values.size for values in parsed.listed)
     block = max(1, _VALUES_PER_BLOCK // width)
     mus, sigmas = [], []
@@ -310,9 +420,23 @@ def mu_sigma_from_listed(
     return np.concatenate(mus), np.concatenate(sigmas)
 
 
+def _full_mu_sigma(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """mu/sigma of rows that list the whole vocabulary, (n, |V|), as the HF capture computes them
+    (:func:`pdd_tasks.backends.token_stats.mu_sigma`, float32), a block of rows at a time."""
+    block = max(1, _VALUES_PER_BLOCK // max(1, rows.shape[1]))
+    mus, sigmas = [], []
+    for lo in range(0, rows.shape[0], block):
+        mu, sigma = mu_sigma(torch.from_numpy(np.ascontiguousarray(rows[lo : lo + block], dtype=np.float32)))
+        mus.append(mu.numpy())
+        sigmas.append(sigma.numpy())
+    return np.concatenate(mus), np.concatenate(sigmas)
+
+
 def top1_from_listed(parsed: ParsedPrompt) -> np.ndarray:
     """Gap-K%'s max_v log p_i(v) per scored token: the largest value vLLM listed at the position, exact
     in both modes (the top k always include the most likely token; k >= 1)."""
+    if isinstance(parsed.listed, np.ndarray):
+        return parsed.listed.max(axis=1).astype(np.float64)
     return np.array([values.max() for values in parsed.listed], dtype=np.float64)
 
 
@@ -353,6 +477,8 @@ def _answer_batch(lm, batch: list[EncodedText], cuts: list[int], params, wanted:
                 "must come back in request order."
             )
         mu, sigma = mu_sigma_from_listed(parsed, vocab_size, wanted)
+        if wanted.exact:
+            _log_exact_form(isinstance(output.prompt_logprobs, PromptLogprobArrays))
         answers.append(
             TokenScores(
                 parsed.logprobs.sum(),
@@ -367,6 +493,21 @@ def _answer_batch(lm, batch: list[EncodedText], cuts: list[int], params, wanted:
             )
         )
     return answers
+
+
+@functools.cache
+def _log_exact_form(arrays: bool) -> None:
+    """Say once per process which form vLLM returned exact mode's log-probs in (a warning for vLLM's
+    own lists: the same scores at several times the cost)."""
+    if arrays:
+        logger.info("exact_mu_sigma: vLLM's prompt log-probs kept as arrays (patch vllm-prompt-logprob-arrays)")
+    else:
+        logger.warning(
+            "exact_mu_sigma: vLLM's prompt log-probs read from vLLM's own per-value lists (patch "
+            "vllm-prompt-logprob-arrays not in effect in the process that ran vllm.LLM: another vLLM than "
+            "0.32, or data-parallel replicas): the same scores at several times the cost (docs/backends.md, "
+            "'What exact mu/sigma costs on vLLM')"
+        )
 
 
 def score_per_token_vllm(
