@@ -74,19 +74,21 @@ def _streams_to(out: io.StringIO, err: io.StringIO, log_level: int):
     previous_level = root.level
     root.addHandler(handler)
     root.setLevel(min(previous_level or logging.WARNING, log_level))
-    # Handlers made earlier hold the stream they were made with (lm-eval's and transformers').
+    # Handlers made earlier hold the stream they were made with (lm-eval's and transformers'), which
+    # may be a test's captured stderr, closed since: swapped without flushing it (setStream would).
     repointed = []
     for name in ("lm_eval", "transformers"):
         for existing in logging.getLogger(name).handlers:
             if type(existing) is logging.StreamHandler:
-                repointed.append((existing, existing.setStream(err)))
+                repointed.append((existing, existing.stream))
+                existing.stream = err
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
             warnings.simplefilter("default")  # shown again in each run, as in a new process
             yield
     finally:
         for existing, stream in repointed:
-            existing.setStream(stream)
+            existing.stream = stream
         root.removeHandler(handler)
         root.setLevel(previous_level)
 
