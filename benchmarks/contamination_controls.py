@@ -197,6 +197,13 @@ def summary(shape_results: dict, args, seconds: float, load: list) -> dict:
         seeds = len(level)
         shapes[shape] = {
             "like": SHAPES[shape][0],
+            "sizes": {
+                "examples": args.examples,
+                "level_files": args.level_seeds,
+                "shards": args.shards,
+                "permutations": args.permutations,
+                "ptdi": not args.no_ptdi,
+            },
             "level": {
                 "files": seeds,
                 "codec": sum(r["flags"]["codec"] for r in level) / seeds,
@@ -220,7 +227,7 @@ def summary(shape_results: dict, args, seconds: float, load: list) -> dict:
         }
     return {
         "what": "level and power of pdd_contamination's verdict rule on benchmark-shaped files (issue 20, item 4)",
-        "command": " ".join(["python", "benchmarks/contamination_controls.py", *sys.argv[1:]]),
+        "command": command_line(),
         "model": "SmolLM2-135M-Instruct (the default model), float32, CPU",
         "sizes": {
             "examples": args.examples,
@@ -241,13 +248,15 @@ def summary(shape_results: dict, args, seconds: float, load: list) -> dict:
     }
 
 
-def ptdi_range(block: dict, key: str) -> str:
+def ptdi_range(block: dict | None, key: str) -> str:
+    if block is None:
+        return "not run"
     values = [row[key] for row in block["methods"]]
     low, high = min(values), max(values)
     return f"{low:.3f}" if abs(high - low) < 5e-4 else f"{low:.3f}-{high:.3f}"
 
 
-def markdown(found: dict, args) -> str:
+def markdown(found: dict) -> str:
     lines = [
         "| shape | model | CoDeC score (p) | exchangeability p | shuffled copy p | verdict | PTDI realised FDR | PTDI power |",
         "|---|---|---|---|---|---|---|---|",
@@ -261,21 +270,57 @@ def markdown(found: dict, args) -> str:
         lines.append(
             f"| {like}-shaped | untuned, {len(level)} files | {min(scores):.3f}-{max(scores):.3f}; flags {flagged['codec']}/{len(level)} "
             f"| flags {flagged['exchangeability']}/{len(level)} | - | contaminated {both}/{len(level)} "
-            f"| {ptdi_range(results['ptdi_untuned'], 'fdr')} | n/a |"
+            f"| {ptdi_range(results.get('ptdi_untuned'), 'fdr')} | n/a |"
         )
         for epochs, r in results["tuned"].items():
             lines.append(
                 f"| {like}-shaped | tuned {epochs} epoch{'s' if epochs != '1' else ''} | {r['codec_score']:.3f} "
                 f"({r['codec_pvalue']:.2g}) | {r['exchangeability_pvalue']:.2g} | "
-                f"{r['shuffled']['exchangeability_pvalue'] if 'shuffled' in r else float('nan'):.2g} | {r['verdict']} | {ptdi_range(r['ptdi'], 'fdr')} "
-                f"| {ptdi_range(r['ptdi'], 'power')} |"
+                f"{r['shuffled']['exchangeability_pvalue'] if 'shuffled' in r else float('nan'):.2g} | {r['verdict']} | {ptdi_range(r.get('ptdi'), 'fdr')} "
+                f"| {ptdi_range(r.get('ptdi'), 'power')} |"
             )
     return "\n".join(lines)
 
 
+def command_line() -> str:
+    """This run's command, less ``--workdir`` and ``--shapes`` (a run of some shapes adds them to the
+    files of the others: the command that reproduces the whole file names neither)."""
+    argv, shown, skip = sys.argv[1:], [], False
+    for arg in argv:
+        if skip and arg.startswith("--"):
+            skip = False
+        if arg in ("--workdir", "--shapes"):
+            skip = True
+        if not skip:
+            shown.append(arg)
+    return " ".join(["python", "benchmarks/contamination_controls.py", *shown])
+
+
 def write(found: dict, args, began: float, load: list) -> dict:
-    """Write the JSON files of what ``found`` holds so far; returns the summary."""
+    """Write the JSON files of what ``found`` holds so far, beside the shapes another run wrote there;
+    returns the summary."""
     data_summary = summary(found, args, time.perf_counter() - began, [*load, list(os.getloadavg())])
+    if args.json and args.json.is_file():
+        earlier = json.loads(args.json.read_text())
+        found = {**{k: v for k, v in earlier["runs"].items() if k not in found}, **found}
+        data_summary["shapes"] = {
+            **{
+                k: {"sizes": earlier["summary"]["sizes"], **v}
+                for k, v in earlier["summary"]["shapes"].items()
+                if k not in data_summary["shapes"]
+            },
+            **data_summary["shapes"],
+        }
+        runs = earlier["summary"].get("runs_of_shapes") or {
+            shape: {key: earlier["summary"][key] for key in ("machine", "load_average", "minutes")}
+            for shape in earlier["summary"]["shapes"]
+        }
+        data_summary["runs_of_shapes"] = {k: v for k, v in runs.items() if k not in data_summary["shapes"]}
+    data_summary.setdefault("runs_of_shapes", {})
+    for shape in data_summary["shapes"]:
+        data_summary["runs_of_shapes"].setdefault(
+            shape, {key: data_summary[key] for key in ("machine", "load_average", "minutes")}
+        )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"summary": data_summary, "runs": found}, indent=1) + "\n")
@@ -297,11 +342,16 @@ def main() -> int:
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--permutations", type=int, default=2)
     parser.add_argument("--ptdi-draws", type=int, default=200)
+    parser.add_argument("--no-ptdi", action="store_true", help="leave PTDI out (the slowest part)")
     parser.add_argument("--target-fdr", type=float, default=0.1)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--json", type=Path, help="write every number here")
     parser.add_argument("--package-data", type=Path, help="write the verdict's summary here")
+    parser.add_argument("--table-from", type=Path, help="only print the Markdown table of this --json file")
     args = parser.parse_args()
+    if args.table_from:
+        print(markdown(json.loads(args.table_from.read_text())["runs"]))
+        return 0
 
     from pdd_tasks.tools.default_model import ensure_default_model
     from pdd_tasks.tools.make_controlled import TuningSettings
@@ -323,7 +373,8 @@ def main() -> int:
             file = write_texts(work / f"level-{level_seed}.jsonl", texts_of(shape, args.examples, 500 + level_seed))
             results["level"].append(dataset_tests(harness, base, file, args))
             print(shape, "untuned", level_seed, results["level"][-1], file=sys.stderr, flush=True)
-        results["ptdi_untuned"] = ptdi(harness, base, members, held_out, work / "ptdi.jsonl", args, tuned=False)
+        if not args.no_ptdi:
+            results["ptdi_untuned"] = ptdi(harness, base, members, held_out, work / "ptdi.jsonl", args, tuned=False)
         for epochs in args.epochs:
             directory = work / f"tuned-e{epochs}"
             if not (directory / "manifest.json").exists():
@@ -334,7 +385,8 @@ def main() -> int:
             tested = dataset_tests(harness, model, directory / "canonical.jsonl", args)
             if epochs == max(args.epochs):  # the negative control where the order was seen most
                 tested["shuffled"] = dataset_tests(harness, model, directory / "shuffled.jsonl", args, codec=False)
-            tested["ptdi"] = ptdi(harness, model, members, held_out, work / "ptdi.jsonl", args, tuned=True)
+            if not args.no_ptdi:
+                tested["ptdi"] = ptdi(harness, model, members, held_out, work / "ptdi.jsonl", args, tuned=True)
             tested["training"] = json.loads((directory / "manifest.json").read_text())["training"]
             results["tuned"][str(epochs)] = tested
             print(shape, "tuned", epochs, {k: v for k, v in tested.items() if k != "ptdi"}, file=sys.stderr, flush=True)
@@ -343,7 +395,7 @@ def main() -> int:
         f"machine: {data_summary['machine']}; load average before/after: {data_summary['load_average']}; "
         f"{data_summary['minutes']} min"
     )
-    print(markdown(found, args))
+    print(markdown(found))
     return 0
 
 
