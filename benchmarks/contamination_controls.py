@@ -296,37 +296,48 @@ def command_line() -> str:
     return " ".join(["python", "benchmarks/contamination_controls.py", *shown])
 
 
+def merged(earlier: dict, current: dict) -> dict:
+    """Two ``--json`` documents (``{"summary", "runs"}``) as one: the shapes of both, ``current``'s
+    where both have one; each shape keeps its sizes and the machine, load and time of its run."""
+
+    def shapes_and_runs(document: dict) -> tuple[dict, dict]:
+        found = document["summary"]
+        shapes = {shape: {"sizes": found["sizes"], **entry} for shape, entry in found["shapes"].items()}
+        runs = found.get("runs_of_shapes") or {
+            shape: {key: found[key] for key in ("command", "machine", "load_average", "minutes")}
+            for shape in found["shapes"]
+        }
+        return shapes, runs
+
+    earlier_shapes, earlier_runs = shapes_and_runs(earlier)
+    shapes, runs = shapes_and_runs(current)
+    together = {
+        **current["summary"],
+        "shapes": {**earlier_shapes, **shapes},
+        "runs_of_shapes": {**earlier_runs, **runs},
+    }
+    return {"summary": together, "runs": {**earlier["runs"], **current["runs"]}}
+
+
+def write_files(document: dict, args) -> None:
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(document, indent=1) + "\n")
+    if args.package_data:
+        args.package_data.write_text(json.dumps(document["summary"], indent=1) + "\n")
+
+
 def write(found: dict, args, began: float, load: list) -> dict:
     """Write the JSON files of what ``found`` holds so far, beside the shapes another run wrote there;
     returns the summary."""
-    data_summary = summary(found, args, time.perf_counter() - began, [*load, list(os.getloadavg())])
+    document = {
+        "summary": summary(found, args, time.perf_counter() - began, [*load, list(os.getloadavg())]),
+        "runs": found,
+    }
     if args.json and args.json.is_file():
-        earlier = json.loads(args.json.read_text())
-        found = {**{k: v for k, v in earlier["runs"].items() if k not in found}, **found}
-        data_summary["shapes"] = {
-            **{
-                k: {"sizes": earlier["summary"]["sizes"], **v}
-                for k, v in earlier["summary"]["shapes"].items()
-                if k not in data_summary["shapes"]
-            },
-            **data_summary["shapes"],
-        }
-        runs = earlier["summary"].get("runs_of_shapes") or {
-            shape: {key: earlier["summary"][key] for key in ("machine", "load_average", "minutes")}
-            for shape in earlier["summary"]["shapes"]
-        }
-        data_summary["runs_of_shapes"] = {k: v for k, v in runs.items() if k not in data_summary["shapes"]}
-    data_summary.setdefault("runs_of_shapes", {})
-    for shape in data_summary["shapes"]:
-        data_summary["runs_of_shapes"].setdefault(
-            shape, {key: data_summary[key] for key in ("machine", "load_average", "minutes")}
-        )
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"summary": data_summary, "runs": found}, indent=1) + "\n")
-    if args.package_data:
-        args.package_data.write_text(json.dumps(data_summary, indent=1) + "\n")
-    return data_summary
+        document = merged(json.loads(args.json.read_text()), document)
+    write_files(document, args)
+    return document["summary"]
 
 
 def main() -> int:
@@ -347,8 +358,14 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--json", type=Path, help="write every number here")
     parser.add_argument("--package-data", type=Path, help="write the verdict's summary here")
+    parser.add_argument("--merge", type=Path, help="add the shapes of this --json file to --json and --package-data")
     parser.add_argument("--table-from", type=Path, help="only print the Markdown table of this --json file")
     args = parser.parse_args()
+    if args.merge:
+        document = merged(json.loads(args.json.read_text()), json.loads(args.merge.read_text()))
+        write_files(document, args)
+        print(markdown(document["runs"]))
+        return 0
     if args.table_from:
         print(markdown(json.loads(args.table_from.read_text())["runs"]))
         return 0

@@ -10,7 +10,7 @@ import pytest
 import pdd_metrics.verdict
 from pdd_metrics.codec import codec_pvalue
 from pdd_metrics.verdict import decide, verdict_of
-from pdd_tasks.tools.report import contamination_checks, contamination_controls
+from pdd_tasks.tools.report import command_of, contamination_checks, contamination_controls
 
 
 def test_every_verdict_from_the_flags():
@@ -79,6 +79,6 @@ def test_the_table_gives_each_task_a_verdict_that_needs_both_tests_and_cites_the
     level = controls["shapes"]["multiple_choice"]["level"]
     files = level["files"]
     assert f"called {round(level['both'] * files)}/{files} untouched files contaminated" in lines["arc_easy"]
-    assert controls["command"] in lines["arc_easy"] and "free-answer" not in lines["arc_easy"]
+    assert command_of(controls, "multiple_choice") in lines["arc_easy"] and "free-answer" not in lines["arc_easy"]
     assert "multiple-choice" in lines["gsm8k"] and "free-answer" in lines["gsm8k"]  # shape unknown: both
     assert "No verdict" not in checks.markdown()

@@ -425,12 +425,14 @@ def controls_line(controls: dict | None, shape: str | None) -> str:
             f"{_share(level['both'], files)} untouched files contaminated (CoDeC flagged "
             f"{_share(level['codec'], files)}, exchangeability {_share(level['exchangeability'], files)}), and a model "
             f"fine-tuned on the file for {'/'.join(epochs)} epoch(s): {power['both']} (CoDeC {power['codec']}, "
-            f"exchangeability {power['exchangeability']}; one tuned model each)"
+            f"exchangeability {power['exchangeability']}; one tuned model each; `{command_of(controls, name)}`)"
         )
-    return (
-        f"Measured with {controls['model']}, {'; '.join(parts)} (`{controls['command']}`; docs/dataset-tests.md, "
-        "Controls)."
-    )
+    return f"Measured with {controls['model']}, {'; '.join(parts)}; docs/dataset-tests.md, Controls."
+
+
+def command_of(controls: dict, shape: str) -> str:
+    """The command that measured the controls of ``shape``."""
+    return ((controls.get("runs_of_shapes") or {}).get(shape) or {}).get("command") or controls["command"]
 
 
 @dataclass(frozen=True)
