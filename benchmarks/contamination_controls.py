@@ -257,27 +257,33 @@ def ptdi_range(block: dict | None, key: str) -> str:
 
 
 def markdown(found: dict) -> str:
+    """One row per model: the untuned one on its untouched files (each file's value, then how many the
+    rule flags), each tuned one on the file it saw."""
     lines = [
-        "| shape | model | CoDeC score (p) | exchangeability p | shuffled copy p | verdict | PTDI realised FDR | PTDI power |",
+        "| shape (examples) | model (optimizer steps) | CoDeC score (binomial p) | exchangeability p | "
+        "shuffled copy p | verdict | PTDI realised FDR | PTDI power |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for shape, results in found.items():
-        like = SHAPES[shape][0]
-        level = results["level"]
+        level, examples = results["level"], results["level"][0]["codec_examples"]
+        n = len(level)
         flagged = {k: sum(r["flags"][k] for r in level) for k in ("codec", "exchangeability")}
         both = sum(r["verdict"] == "contaminated" for r in level)
-        scores = [r["codec_score"] for r in level]
         lines.append(
-            f"| {like}-shaped | untuned, {len(level)} files | {min(scores):.3f}-{max(scores):.3f}; flags {flagged['codec']}/{len(level)} "
-            f"| flags {flagged['exchangeability']}/{len(level)} | - | contaminated {both}/{len(level)} "
-            f"| {ptdi_range(results.get('ptdi_untuned'), 'fdr')} | n/a |"
+            f"| {SHAPES[shape][0]}-shaped ({examples}) | untuned, {n} untouched file{'s' if n > 1 else ''} | "
+            + ", ".join(f"{r['codec_score']:.3f}" for r in level)
+            + f" (flagged {flagged['codec']}/{n}) | "
+            + ", ".join(f"{r['exchangeability_pvalue']:.2g}" for r in level)
+            + f" (flagged {flagged['exchangeability']}/{n}) | - | contaminated {both}/{n} | "
+            f"{ptdi_range(results.get('ptdi_untuned'), 'fdr')} | n/a |"
         )
         for epochs, r in results["tuned"].items():
+            shuffled = f"{r['shuffled']['exchangeability_pvalue']:.2g}" if "shuffled" in r else "-"
             lines.append(
-                f"| {like}-shaped | tuned {epochs} epoch{'s' if epochs != '1' else ''} | {r['codec_score']:.3f} "
-                f"({r['codec_pvalue']:.2g}) | {r['exchangeability_pvalue']:.2g} | "
-                f"{r['shuffled']['exchangeability_pvalue'] if 'shuffled' in r else float('nan'):.2g} | {r['verdict']} | {ptdi_range(r.get('ptdi'), 'fdr')} "
-                f"| {ptdi_range(r.get('ptdi'), 'power')} |"
+                f"| {SHAPES[shape][0]}-shaped ({examples}) | tuned {epochs} epoch{'s' if epochs != '1' else ''} "
+                f"({r['training']['steps']}) | {r['codec_score']:.3f} ({r['codec_pvalue']:.2g}) | "
+                f"{r['exchangeability_pvalue']:.2g} | {shuffled} | {r['verdict']} | "
+                f"{ptdi_range(r.get('ptdi'), 'fdr')} | {ptdi_range(r.get('ptdi'), 'power')} |"
             )
     return "\n".join(lines)
 

@@ -421,7 +421,7 @@ def controls_line(controls: dict | None, shape: str | None) -> str:
             for test in ("both", *VERDICT_TESTS)
         }
         parts.append(
-            f"on {SHAPE_LABELS.get(name, name)} files of {found['sizes']['examples']} examples the rule called "
+            f"on {SHAPE_LABELS.get(name, name)} files of {(found.get('sizes') or controls['sizes'])['examples']} examples the rule called "
             f"{_share(level['both'], files)} untouched files contaminated (CoDeC flagged "
             f"{_share(level['codec'], files)}, exchangeability {_share(level['exchangeability'], files)}), and a model "
             f"fine-tuned on the file for {'/'.join(epochs)} epoch(s): {power['both']} (CoDeC {power['codec']}, "
