@@ -309,7 +309,10 @@ def merged(earlier: dict, current: dict) -> dict:
     def shapes_and_runs(document: dict) -> tuple[dict, dict]:
         found = document["summary"]
         shapes = {shape: {"sizes": found["sizes"], **entry} for shape, entry in found["shapes"].items()}
-        runs = found.get("runs_of_shapes") or {
+        runs = {  # an entry without its command (an older file): the document's
+            shape: {"command": found["command"], **entry}
+            for shape, entry in (found.get("runs_of_shapes") or {}).items()
+        } or {
             shape: {key: found[key] for key in ("command", "machine", "load_average", "minutes")}
             for shape in found["shapes"]
         }

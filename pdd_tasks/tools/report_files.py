@@ -13,6 +13,10 @@ output folders and writes to DIR:
 - ``leaderboard.csv`` and ``leaderboard.json``: one row per (model, task, method), the columns of
   :data:`LEADERBOARD_COLUMNS`.
 
+A run of ``pdd_contamination`` gets its contamination table (accuracy, CoDeC, exchangeability, Holm,
+verdict per standard task) and verdict lines (:func:`pdd_tasks.tools.report.contamination_checks`)
+in both documents, also when the run has no labelled pdd task.
+
 Every number of the tables is the results JSON's (value and ``_stderr``); the 95% interval is
 ``value -/+ 1.96 stderr`` clipped to [0, 1] (:func:`pdd_metrics.intervals.normal_interval`). The
 plots need the per-text scores, so a run without ``--log_samples`` gets its tables only (and says
