@@ -10,10 +10,11 @@ and rendered as the stock ``arc_easy`` / ``gsm8k`` prompts render an example wit
 - **power**: ``lm-eval-pdd make-ordered``'s fine-tuning (:func:`pdd_tasks.tools.make_ordered.make_ordered`,
   ``--data`` the file) of the untuned model for 1, 2 and 3 epochs (each from the untuned model) on the
   file's ``--examples`` rows in their order; both tests on the file (positive control), the
-  exchangeability test also on the shuffled copy (negative control: an order never seen);
+  exchangeability test also on the shuffled copy after the most epochs (negative control: an order
+  never seen);
 - **PTDI**: labelled ``pdd_custom`` on the file's rows (members: the texts trained on) and
   ``--held-out`` other rows of the same shape (never trained on), every text scored once per model;
-  then, per draw, the held-out rows are split at random into ``--examples`` unseen suspects and the
+  then, per draw, the held-out rows are split at random into ``--unseen-suspects`` suspects and the
   rest as references, and each method's identification is computed as ``pdd_custom`` computes it
   (:func:`pdd_metrics.identify_members`, Benjamini-Hochberg at ``--target-fdr``): the realised FDR
   (mean false-discovery proportion) and power over ``--ptdi-draws`` draws. On the untuned model the
@@ -24,14 +25,17 @@ each test's p-value (exchangeability: Oren et al.'s t-test; CoDeC: the one-sided
 "at most half the examples lose confidence in context", :func:`pdd_metrics.codec.codec_pvalue`),
 Holm-adjusted over the two tests of the file, each test "flags" at adjusted p <= 0.05, and
 "evidence of contamination" needs both. The scoring runs through ``lm_eval.simple_evaluate`` (the
-harness's Python entry point, one task index for all runs).
+harness's Python entry point; this checkout's task configs only, which a local file needs).
 
     OMP_NUM_THREADS=1 python benchmarks/contamination_controls.py --workdir /tmp/contamination-controls \\
         --json benchmarks/results/contamination_controls.json \\
         --package-data pdd_tasks/data/contamination_controls.json
 
 Writes the JSON (every number, the sizes, the machine, the load), the package's data file (the
-summary the verdict reads) and prints the Markdown table.
+summary the verdict reads) and prints the Markdown table; a JSON file that holds other shapes keeps
+them (``--shapes`` runs one shape; ``--merge OTHER.json`` adds the shapes of another run's file;
+``--table-from`` prints the table of a file). The measured table and sizes: docs/dataset-tests.md
+("The verdict: level and power on benchmark-shaped files").
 """
 
 from __future__ import annotations
