@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import norm
+from scipy.stats import binom, norm
 
 from ._checks import finite_vector
 
@@ -46,6 +46,7 @@ from ._checks import finite_vector
 __all__ = [
     "DEFAULT_CONTEXT_EXAMPLES",
     "codec_deltas",
+    "codec_pvalue",
     "codec_score",
     "codec_score_stderr",
     "context_draws",
@@ -130,6 +131,28 @@ def wilson_interval(deltas, confidence: float = 0.95) -> tuple[float, float]:
     centre = (score + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(score * (1 - score) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def codec_pvalue(drops: int, examples: int) -> float:
+    """One-sided exact binomial p-value of a CoDeC score: P(X >= ``drops``) for X ~ Binomial(``examples``,
+    1/2), the null hypothesis that context lowers the confidence of at most half the examples.
+
+    Not in the paper, which reads the score against thresholds (about 0.8 a red flag; unseen data
+    mostly below 0.5-0.6). It is this project's decision rule for the contamination verdict
+    (:mod:`pdd_metrics.verdict`): a score significantly above 1/2. Its assumptions are the
+    binomial standard error's (:func:`codec_score_stderr`: independent indicators), plus one that
+    can fail: an unseen benchmark scores at most 1/2. The paper's diverse unseen datasets reach about
+    0.6, where this test's level is above its nominal one; docs/dataset-tests.md gives the level
+    measured on benchmark-shaped files.
+
+    >>> codec_pvalue(10, 10) == 0.5**10, codec_pvalue(0, 10)
+    (True, 1.0)
+    """
+    if isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
+        raise ValueError(f"examples must be a positive whole number, got {examples!r}")
+    if isinstance(drops, bool) or not isinstance(drops, int) or not 0 <= drops <= examples:
+        raise ValueError(f"drops must be a whole number in [0, {examples}], got {drops!r}")
+    return float(binom.sf(drops - 1, examples, 0.5))
 
 
 def context_draws(num_examples: int, num_context: int, seed: int) -> np.ndarray:

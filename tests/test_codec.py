@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from pdd_metrics.codec import codec_deltas, codec_score, codec_score_stderr, context_draws, wilson_interval
+from pdd_metrics.codec import (
+    codec_deltas,
+    codec_pvalue,
+    codec_score,
+    codec_score_stderr,
+    context_draws,
+    wilson_interval,
+)
 
 
 def direct_score(in_context, baseline):
@@ -45,6 +52,15 @@ def test_wilson_interval_matches_scipy(drops, n):
     low, high = wilson_interval(deltas)
     assert (low, high) == pytest.approx((expected.low, expected.high), abs=1e-12)
     assert low <= codec_score(deltas) <= high
+
+
+@pytest.mark.parametrize("drops, n", [(0, 20), (10, 20), (15, 20), (20, 20), (37, 60), (999, 1000)])
+def test_pvalue_is_the_one_sided_binomial_test_against_one_half(drops, n):
+    expected = binomtest(drops, n, 0.5, alternative="greater").pvalue
+    assert codec_pvalue(drops, n) == pytest.approx(expected, rel=1e-9)
+    for bad in ((n + 1, n), (-1, n), (1.5, n), (0, 0)):
+        with pytest.raises(ValueError):
+            codec_pvalue(*bad)
 
 
 def test_bad_inputs_are_refused():

@@ -7,6 +7,7 @@ import pytest
 from conftest import REPO, cpu_float32, harness_args, read_results, read_samples, run_lm_eval
 from standard_tasks_support import standard_tasks
 
+from pdd_tasks.tools.cli import main
 from pdd_tasks.tools.report import print_method_table
 
 
@@ -62,11 +63,25 @@ def test_both_tests_on_each_task_beside_a_standard_eval(tiny_model, tasks_dir, t
     accuracy = results["results"]["arc_easy_local"]["acc,none"]
     arc_p = values["exchangeability_pvalue/arc_easy_local,none"]
     assert f"| acc {accuracy:.3f} ± " in rows["arc_easy_local"]
-    assert f"| {arc_p:.3g} (12) | {arc_p:.3g} | - |" in rows["arc_easy_local"]
+    assert f"| {arc_p:.3g} (12) | " in rows["arc_easy_local"]
     assert f"{values['codec_score/gsm8k_local,none']:.3f} [" in rows["gsm8k_local"]
     assert "| - (not in this run) |" in rows["gsm8k_local"]
     assert "exchangeability: " in rows["gsm8k_local"] and "context window" in rows["gsm8k_local"]
-    assert "No verdict" in table
+    # the verdict needs both tests: none for the GSM8K-shaped task, whose exchangeability test did not
+    # apply; each verdict line cites the measured controls of the task's shape (multiple choice here)
+    assert "| no verdict |" in rows["gsm8k_local"]
+    assert "**gsm8k_local: no verdict: it needs both CoDeC and the exchangeability test" in table
+    arc_line = next(line for line in table.splitlines() if line.startswith("- **arc_easy_local: "))
+    assert "untouched files contaminated" in arc_line and "multiple-choice (ARC-shaped)" in arc_line
+    assert "free-answer" not in arc_line
+
+    # `lm-eval-pdd report`: the same rows and verdicts in the HTML page, from a run without any
+    # labelled pdd task
+    assert main(["report", str(tmp_path / "out"), "--out", str(tmp_path / "report")]) == 0
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "<h2>Contamination checks (pdd_contamination)" in page
+    assert f"<td>arc_easy_local</td><td>acc {accuracy:.3f} ± " in page
+    assert "<b>gsm8k_local: no verdict: it needs both CoDeC and the exchangeability test" in page
 
     samples = read_samples(tmp_path / "out", "pdd_contamination")
     assert len(samples) == 2 * 24 + 12

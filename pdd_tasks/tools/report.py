@@ -378,59 +378,190 @@ def _accuracy(values: dict | None) -> str:
     return "- (no accuracy metric)"
 
 
-def contamination_table(results: dict) -> str | None:
-    """Markdown table of a ``pdd_contamination`` run: per source task, its accuracy from the same results
-    JSON (where the run evaluated it), CoDeC's score with its 95% interval, the exchangeability test's
-    p-value and its Holm adjustment across the tasks, and why a test did not apply. None without
-    ``pdd_contamination`` in the results.
+#: The controls the verdict cites (written by ``benchmarks/contamination_controls.py --package-data``).
+CONTROLS_FILE = "contamination_controls.json"
 
-    CoDeC gives a score, not a p-value, so the correction covers the exchangeability p-values only. No
-    verdict is drawn: the level and power of these tests on benchmark-shaped data are not measured yet.
-    """
+#: A standard task's lm-eval output type -> the shape of the benchmark-shaped files of the controls.
+SHAPE_OF_OUTPUT_TYPE = {"multiple_choice": "multiple_choice", "generate_until": "free_answer"}
+SHAPE_LABELS = {"multiple_choice": "multiple-choice (ARC-shaped)", "free_answer": "free-answer (GSM8K-shaped)"}
+
+#: The tests of the verdict, as named in ``pdd_contamination``'s ``tests``.
+VERDICT_TESTS = ("codec", "exchangeability")
+TEST_LABELS = {"codec": "CoDeC", "exchangeability": "exchangeability"}
+
+
+def contamination_controls() -> dict | None:
+    """The measured level and power of the verdict's rule (:data:`CONTROLS_FILE`, shipped), or None."""
+    from pdd_tasks.loading.benchmark_data import PACKAGED_DATA
+
+    file = PACKAGED_DATA / CONTROLS_FILE
+    try:
+        return read_json(Path(str(file))) if file.is_file() else None
+    except (OSError, DatasetError):
+        return None
+
+
+def _share(value: float, files: int) -> str:
+    return f"{round(value * files)}/{files}"
+
+
+def controls_line(controls: dict | None, shape: str | None) -> str:
+    """What the controls measured for files of ``shape`` (None: the task's shape is unknown, both are
+    cited): the rule's false-positive rate on untouched files and its power after each number of
+    epochs, each test's too, and the command that measured them."""
+    if not controls:
+        return "The level and power of this rule were not measured (no contamination_controls.json in the package)."
+    parts = []
+    for name in [shape] if shape in controls["shapes"] else list(controls["shapes"]):
+        found = controls["shapes"][name]
+        level, files = found["level"], found["level"]["files"]
+        epochs = sorted(found["power"], key=int)
+        power = {
+            test: "/".join("yes" if found["power"][e][test] else "no" for e in epochs)
+            for test in ("both", *VERDICT_TESTS)
+        }
+        parts.append(
+            f"on {SHAPE_LABELS.get(name, name)} files of {(found.get('sizes') or controls['sizes'])['examples']} examples the rule called "
+            f"{_share(level['both'], files)} untouched files contaminated (CoDeC flagged "
+            f"{_share(level['codec'], files)}, exchangeability {_share(level['exchangeability'], files)}), and a model "
+            f"fine-tuned on the file for {'/'.join(epochs)} epoch(s): {power['both']} (CoDeC {power['codec']}, "
+            f"exchangeability {power['exchangeability']}; one tuned model each; `{command_of(controls, name)}`)"
+        )
+    return f"Measured with {controls['model']}, {'; '.join(parts)}; docs/dataset-tests.md, Controls."
+
+
+def command_of(controls: dict, shape: str) -> str:
+    """The command that measured the controls of ``shape``."""
+    return ((controls.get("runs_of_shapes") or {}).get(shape) or {}).get("command") or controls["command"]
+
+
+@dataclass(frozen=True)
+class ContaminationChecks:
+    """``pdd_contamination``'s results as a table: ``header``, one row per source task, one verdict
+    line per task and the notes under the table."""
+
+    header: list[str]
+    rows: list[list[str]]
+    verdicts: list[str]
+    notes: list[str]
+
+    def markdown(self) -> str:
+        lines = ["| " + " | ".join(self.header) + " |", "|" + "---|" * len(self.header)]
+        lines += ["| " + " | ".join(row) + " |" for row in self.rows]
+        return (
+            "\n".join(lines)
+            + "\n\n"
+            + "\n".join(f"- {line}" for line in self.verdicts)
+            + "\n\n"
+            + "\n".join(self.notes)
+        )
+
+
+def _verdict_text(task: str, decision, shape: str | None, controls: dict | None) -> str:
+    from pdd_metrics.verdict import ALPHA
+
+    def shown(test: str) -> str:
+        if decision.adjusted[test] is None:
+            return f"{TEST_LABELS[test]} did not apply"
+        return f"{TEST_LABELS[test]} Holm-adjusted p {decision.adjusted[test]:.3g}"
+
+    tests = ", ".join(shown(test) for test in decision.adjusted)
+    why = {
+        "contaminated": f"evidence of contamination: both tests reject at {ALPHA} after Holm's correction ({tests})",
+        "inconclusive": f"inconclusive: one test rejects at {ALPHA} after Holm's correction, the other does not "
+        f"({tests}); one test alone is no verdict",
+        "not detected": f"not detected: neither test rejects at {ALPHA} after Holm's correction ({tests}); that is "
+        "no evidence of a clean benchmark, given the power below",
+        "no verdict": f"no verdict: it needs both CoDeC and the exchangeability test ({tests})",
+    }[decision.verdict]
+    return f"**{task}: {why}.** {controls_line(controls, shape)}"
+
+
+def contamination_checks(results: dict) -> ContaminationChecks | None:
+    """A ``pdd_contamination`` run: per source task, its accuracy from the same results JSON (where the
+    run evaluated it), CoDeC's score with its 95% interval and its binomial p-value
+    (:func:`pdd_metrics.codec.codec_pvalue`), the exchangeability test's p-value, both Holm-adjusted
+    across every p-value of the table, why a test did not apply, and a verdict that needs both tests
+    (:func:`pdd_metrics.verdict.verdict_of`) and cites the measured level and power of that rule
+    (:func:`controls_line`). None without ``pdd_contamination`` in the results."""
     values = results.get("results", {}).get("pdd_contamination")
-    summary = (results.get("configs", {}).get("pdd_contamination", {}).get("metadata") or {}).get("contamination")
+    metadata = results.get("configs", {}).get("pdd_contamination", {}).get("metadata") or {}
+    summary = metadata.get("contamination")
     if not values or not summary:
         return None
+    from pdd_metrics.codec import codec_pvalue
     from pdd_metrics.multiple_testing import holm_adjusted
+    from pdd_metrics.verdict import decide
 
     tasks = list(summary)
-    p_values = {
-        t: values[f"exchangeability_pvalue/{t},none"] for t in tasks if f"exchangeability_pvalue/{t},none" in values
-    }
-    adjusted = dict(zip(p_values, holm_adjusted(list(p_values.values())), strict=True)) if p_values else {}
-    rows = [
-        "| task | accuracy | CoDeC score [95% CI] (examples) | exchangeability p (shards) | Holm-adjusted p | not applied |",
-        "|---|---|---|---|---|---|",
-    ]
+    p_values: dict[tuple[str, str], float] = {}
     for task in tasks:
-        codec = "-"
         if f"codec_score/{task},none" in values:
+            n = int(values[f"codec_examples/{task},none"])
+            p_values[task, "codec"] = codec_pvalue(round(values[f"codec_score/{task},none"] * n), n)
+        if f"exchangeability_pvalue/{task},none" in values:
+            p_values[task, "exchangeability"] = values[f"exchangeability_pvalue/{task},none"]
+    adjusted = dict(zip(p_values, holm_adjusted(list(p_values.values())), strict=True)) if p_values else {}
+    controls = contamination_controls()
+    header = [
+        "task",
+        "accuracy",
+        "CoDeC score [95% CI] (examples)",
+        "CoDeC p",
+        "exchangeability p (shards)",
+        "Holm-adjusted p: CoDeC, exchangeability",
+        "verdict",
+        "not applied",
+    ]
+    rows, verdicts = [], []
+    for task in tasks:
+        codec = codec_p = exchangeability = "-"
+        if (task, "codec") in p_values:
             codec = (
                 f"{values[f'codec_score/{task},none']:.3f} [{values[f'codec_score_ci95_low/{task},none']:.3f}, "
                 f"{values[f'codec_score_ci95_high/{task},none']:.3f}] ({values[f'codec_examples/{task},none']:.0f})"
             )
-        exchangeability = holm = "-"
-        if task in p_values:
-            exchangeability = f"{p_values[task]:.3g} ({values[f'exchangeability_shards/{task},none']:.0f})"
-            holm = f"{adjusted[task]:.3g}"
+            codec_p = f"{p_values[task, 'codec']:.3g}"
+        if (task, "exchangeability") in p_values:
+            exchangeability = (
+                f"{p_values[task, 'exchangeability']:.3g} ({values[f'exchangeability_shards/{task},none']:.0f})"
+            )
+        holm = ", ".join(f"{adjusted[task, t]:.3g}" if (task, t) in adjusted else "-" for t in VERDICT_TESTS)
         reasons = [
             f"{test}: {info['not_applicable']}"
             for test, info in summary[task].items()
             if isinstance(info, dict) and info.get("not_applicable")
         ]
+        # Holm across the whole table: the flags read the family's adjusted p-values (alpha unchanged)
+        decision = decide({t: adjusted.get((task, t)) for t in VERDICT_TESTS}, required=len(VERDICT_TESTS))
+        output_type = (results.get("configs", {}).get(task) or {}).get("output_type")
+        verdicts.append(_verdict_text(task, decision, SHAPE_OF_OUTPUT_TYPE.get(output_type), controls))
         rows.append(
-            f"| {task} | {_accuracy(results['results'].get(task))} | {codec} | {exchangeability} | {holm} | "
-            f"{'; '.join(reasons) or '-'} |"
+            [
+                task,
+                _accuracy(results["results"].get(task)),
+                codec,
+                codec_p,
+                exchangeability,
+                holm,
+                decision.verdict,
+                "; ".join(reasons) or "-",
+            ]
         )
     notes = [
-        f"Holm's correction across the {len(p_values)} exchangeability p-value(s) of this table (family-wise "
-        "error rate); CoDeC gives a score, not a p-value (Zawalski et al. read above about 0.8 as a red flag, "
-        "unseen data mostly below 0.5-0.6).",
-        "No verdict: the false-positive rate and power of these tests on benchmark-shaped data are not measured "
-        "yet, so read a small p-value or a high CoDeC score as a reason to look closer, not as proof, and "
-        "never one test alone.",
+        f"Holm's correction across the {len(p_values)} p-value(s) of this table (every task's CoDeC and "
+        "exchangeability test; family-wise error rate). CoDeC's p-value is the one-sided binomial test of its "
+        "score against 1/2 (this plugin's rule, not the paper's, which reads above about 0.8 as a red flag; "
+        "unseen data mostly below 0.5-0.6). A verdict of contamination needs both tests to reject: no single "
+        "test decides (docs/dataset-tests.md)."
     ]
-    return "\n".join(rows) + "\n\n" + "\n".join(notes)
+    return ContaminationChecks(header, rows, verdicts, notes)
+
+
+def contamination_table(results: dict) -> str | None:
+    """Markdown of :func:`contamination_checks`, or None without ``pdd_contamination`` in the results."""
+    checks = contamination_checks(results)
+    return checks.markdown() if checks else None
 
 
 def left_out_note(results: dict) -> str | None:

@@ -13,6 +13,10 @@ output folders and writes to DIR:
 - ``leaderboard.csv`` and ``leaderboard.json``: one row per (model, task, method), the columns of
   :data:`LEADERBOARD_COLUMNS`.
 
+A run of ``pdd_contamination`` gets its contamination table (accuracy, CoDeC, exchangeability, Holm,
+verdict per standard task) and verdict lines (:func:`pdd_tasks.tools.report.contamination_checks`)
+in both documents, also when the run has no labelled pdd task.
+
 Every number of the tables is the results JSON's (value and ``_stderr``); the 95% interval is
 ``value -/+ 1.96 stderr`` clipped to [0, 1] (:func:`pdd_metrics.intervals.normal_interval`). The
 plots need the per-text scores, so a run without ``--log_samples`` gets its tables only (and says
@@ -52,6 +56,7 @@ from pdd_tasks.tools.report import (
     Counts,
     ResultsError,
     Run,
+    contamination_checks,
     convention_note,
     find_runs,
     left_out,
@@ -544,6 +549,13 @@ def _html_bold(text: str) -> str:
     return f"<b>{html.escape(text)}</b>"
 
 
+def _html_verdict(line: str) -> str:
+    """A verdict line of :class:`pdd_tasks.tools.report.ContaminationChecks` (``**task: verdict.** controls``)
+    in HTML, its bold part bold."""
+    bold, _, rest = line.removeprefix("**").partition("**")
+    return f"<b>{html.escape(bold)}</b>{html.escape(rest)}"
+
+
 _CSS = (
     "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
     "table{border-collapse:collapse;margin:0.8em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
@@ -564,7 +576,8 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
     runs = find_runs(paths)
     reports = collect(runs)
     skipped = [(run, task, why) for run in runs for task, why in left_out(run.results)]
-    if not reports:
+    checks = [(run, found) for run in runs if (found := contamination_checks(run.results))]
+    if not reports and not checks:
         raise ResultsError(
             f"No labelled pdd task in the {len(runs)} run(s) under {', '.join(map(str, paths))} (no <method>_auc "
             "metric). The report reads runs of the labelled pdd tasks (--tasks pdd_wikimia, pdd_custom with labels, ...)."
@@ -643,6 +656,17 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
             + "".join(f"<dt>{html.escape(n)}</dt><dd>{html.escape(v)}</dd>" for n, v in settings)
             + "</dl></details>"
         )
+
+    for run, found in checks:
+        title = f"Contamination checks (pdd_contamination): {shown(run.model)}"
+        md += [f"## {title}", "", f"Run {run.timestamp}.", "", found.markdown(), ""]
+        body += [
+            f"<h2>{html.escape(title)}</h2>",
+            f"<p>Run {html.escape(run.timestamp)}.</p>",
+            _html_table(found.header, [[html.escape(cell) for cell in row] for row in found.rows]),
+            "<ul>" + "".join(f"<li>{_html_verdict(line)}</li>" for line in found.verdicts) + "</ul>",
+            *(f"<p class='note'>{html.escape(note)}</p>" for note in found.notes),
+        ]
 
     board = leaderboard(reports)
     if len(runs) > 1:

@@ -1,0 +1,433 @@
+"""Level and power of the contamination tests on benchmark-shaped data (issue 20, item 4).
+
+The default model (SmolLM2-135M-Instruct, float32, CPU) and two benchmark shapes: multiple choice
+(ARC-shaped rows) and free answer (GSM8K-shaped rows), written by ``tests/standard_tasks_support.py``
+and rendered as the stock ``arc_easy`` / ``gsm8k`` prompts render an example with its answer
+(``Question: ...\\nAnswer: <the correct choice or the worked answer>``). Per shape:
+
+- **level** (untouched data): the untuned model on ``--level-seeds`` files of ``--examples`` rows, each
+  drawn with another seed: ``pdd_codec`` and ``pdd_exchangeability`` on each file;
+- **power**: ``lm-eval-pdd make-ordered``'s fine-tuning (:func:`pdd_tasks.tools.make_ordered.make_ordered`,
+  ``--data`` the file) of the untuned model for 1, 2 and 3 epochs (each from the untuned model) on the
+  file's ``--examples`` rows in their order; both tests on the file (positive control), the
+  exchangeability test also on the shuffled copy after the most epochs (negative control: an order
+  never seen);
+- **PTDI**: labelled ``pdd_custom`` on the file's rows (members: the texts trained on) and
+  ``--held-out`` other rows of the same shape (never trained on), every text scored once per model;
+  then, per draw, the held-out rows are split at random into ``--unseen-suspects`` suspects and the
+  rest as references, and each method's identification is computed as ``pdd_custom`` computes it
+  (:func:`pdd_metrics.identify_members`, Benjamini-Hochberg at ``--target-fdr``): the realised FDR
+  (mean false-discovery proportion) and power over ``--ptdi-draws`` draws. On the untuned model the
+  file's rows are unseen too, so every identification is false: that row is PTDI's level.
+
+The decision rules are the verdict's (``lm-eval-pdd table``; :mod:`pdd_metrics.verdict`):
+each test's p-value (exchangeability: Oren et al.'s t-test; CoDeC: the one-sided binomial test of
+"at most half the examples lose confidence in context", :func:`pdd_metrics.codec.codec_pvalue`),
+Holm-adjusted over the two tests of the file, each test "flags" at adjusted p <= 0.05, and
+"evidence of contamination" needs both. The scoring runs through ``lm_eval.simple_evaluate`` (the
+harness's Python entry point; this checkout's task configs only, which a local file needs).
+
+    OMP_NUM_THREADS=1 python benchmarks/contamination_controls.py --workdir /tmp/contamination-controls \\
+        --json benchmarks/results/contamination_controls.json \\
+        --package-data pdd_tasks/data/contamination_controls.json
+
+Writes the JSON (every number, the sizes, the machine, the load), the package's data file (the
+summary the verdict reads) and prints the Markdown table; a JSON file that holds other shapes keeps
+them (``--shapes`` runs one shape; ``--merge OTHER.json`` adds the shapes of another run's file;
+``--table-from`` prints the table of a file). The measured table and sizes: docs/dataset-tests.md
+("The verdict: level and power on benchmark-shaped files").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from _common import machine
+from ptdi_fdr import measure
+
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from standard_tasks_support import arc_rows, gsm8k_rows  # noqa: E402
+
+from pdd_metrics.codec import codec_pvalue  # noqa: E402
+from pdd_metrics.verdict import ALPHA, decide  # noqa: E402
+
+
+#: shape -> (the stock task it stands for, its row maker, the seed of the file tuned on)
+SHAPES = {
+    "multiple_choice": ("arc_easy", arc_rows, 101),
+    "free_answer": ("gsm8k", gsm8k_rows, 102),
+}
+
+
+def render(shape: str, row: dict) -> str:
+    """An example as the stock task prompts it, followed by its answer (``doc_to_text`` + target)."""
+    if shape == "multiple_choice":
+        answer = row["choices"]["text"][row["choices"]["label"].index(row["answerKey"])]
+        return f"Question: {row['question']}\nAnswer: {answer}"
+    return f"Question: {row['question']}\nAnswer: {row['answer']}"
+
+
+def texts_of(shape: str, n: int, seed: int, exclude: set[str] = frozenset()) -> list[str]:
+    """``n`` distinct rendered examples of ``shape`` drawn with ``seed``, none in ``exclude``."""
+    make = SHAPES[shape][1]
+    out: list[str] = []
+    for text in (render(shape, row) for row in make(4 * n, seed)):
+        if text not in exclude and text not in out:
+            out.append(text)
+    if len(out) < n:
+        raise SystemExit(f"{shape}, seed {seed}: only {len(out)} distinct examples")
+    return out[:n]
+
+
+def write_texts(path: Path, texts: list[str], labels: list[int] | None = None) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [
+        {"text": t} if labels is None else {"text": t, "label": y} for t, y in zip(texts, labels or texts, strict=True)
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+class Harness:
+    """``lm_eval.simple_evaluate`` on the HF backend (CPU, float32) with this checkout's task configs
+    (not lm-eval's own: the examples come from local files, and indexing lm-eval's 14,000 task YAMLs
+    would cost 15 s a run)."""
+
+    def __init__(self, batch_size: int):
+        self.batch_size = batch_size
+
+    def run(self, model: Path | str, tasks: list[str], metadata: dict) -> tuple[dict, float]:
+        import lm_eval
+        from lm_eval.tasks import TaskManager
+
+        began = time.perf_counter()
+        manager = TaskManager(
+            include_path=str(REPO / "task_configs"),
+            include_defaults=False,
+            metadata={"pretrained": str(model), **metadata},  # as the command line merges --model_args
+        )
+        results = lm_eval.simple_evaluate(
+            model="hf",
+            model_args={"pretrained": str(model), "dtype": "float32"},
+            tasks=tasks,
+            device="cpu",
+            batch_size=self.batch_size,
+            task_manager=manager,
+            log_samples=True,
+            bootstrap_iters=0,
+        )
+        return results, time.perf_counter() - began
+
+
+def dataset_tests(harness: Harness, model, data: Path, args, codec: bool = True) -> dict:
+    """CoDeC (unless ``codec`` is False) and the exchangeability test on ``data``: scores and p-values."""
+    tasks = ["pdd_codec", "pdd_exchangeability"] if codec else ["pdd_exchangeability"]
+    metadata = {
+        "data_files": str(data),
+        "text_field": "text",
+        "num_shards": args.shards,
+        "permutations": args.permutations,
+    }
+    results, seconds = harness.run(model, tasks, metadata)
+    values = results["results"]
+    out = {
+        "exchangeability_pvalue": values["pdd_exchangeability"]["exchangeability_pvalue,none"],
+        "exchangeability_mean_difference": values["pdd_exchangeability"]["exchangeability_mean_difference,none"],
+        "seconds": round(seconds, 1),
+    }
+    if codec:
+        score, n = values["pdd_codec"]["codec_score,none"], int(values["pdd_codec"]["codec_examples,none"])
+        out |= {
+            "codec_score": score,
+            "codec_examples": n,
+            "codec_ci95": [
+                values["pdd_codec"]["codec_score_ci95_low,none"],
+                values["pdd_codec"]["codec_score_ci95_high,none"],
+            ],
+            "codec_pvalue": codec_pvalue(round(score * n), n),
+        }
+        decision = decide({"codec": out["codec_pvalue"], "exchangeability": out["exchangeability_pvalue"]})
+        out |= {"flags": decision.flags, "verdict": decision.verdict}
+    return out
+
+
+def ptdi_scores(harness: Harness, model, members: list[str], held_out: list[str], path: Path):
+    """Every text's score with every default method (labelled ``pdd_custom``): methods, scores, labels."""
+    from pdd_tasks.registry import DEFAULT_METHODS
+
+    write_texts(path, members + held_out, [1] * len(members) + [0] * len(held_out))
+    results, seconds = harness.run(model, ["pdd_custom"], {"data_files": str(path), "lowercase": False})
+    samples = sorted(results["samples"]["pdd_custom"], key=lambda s: s["doc_id"])
+    methods = [m for m in DEFAULT_METHODS if f"{m}_auc" in samples[0]]
+    scores = np.array([[s[f"{m}_auc"][0] for m in methods] for s in samples])
+    return methods, scores, np.array([1] * len(members) + [0] * len(held_out)), seconds
+
+
+def ptdi(harness, model, members, held_out, path, args, tuned: bool) -> dict:
+    methods, scores, labels, seconds = ptdi_scores(harness, model, members, held_out, path)
+    if not tuned:
+        labels = np.zeros_like(labels)  # the untuned model saw none of them
+    n_members = int(labels.sum())
+    non_members = args.unseen_suspects if tuned else args.examples + args.unseen_suspects
+    references = args.held_out - args.unseen_suspects
+    rows = measure(scores, labels, methods, n_members, non_members, references, args.ptdi_draws, args.target_fdr)
+    for row in rows:
+        row["power"] = None if not tuned else row["power"]
+    return {
+        "members": n_members,
+        "non_member_suspects": non_members,
+        "references": references,
+        "draws": args.ptdi_draws,
+        "target_fdr": args.target_fdr,
+        "methods": rows,
+        "seconds": round(seconds, 1),
+    }
+
+
+def summary(shape_results: dict, args, seconds: float, load: list) -> dict:
+    """What the verdict reads: per shape, each rule's level and its power after each number of epochs."""
+    shapes = {}
+    for shape, found in shape_results.items():
+        level = found["level"]
+        seeds = len(level)
+        shapes[shape] = {
+            "like": SHAPES[shape][0],
+            "sizes": {
+                "examples": args.examples,
+                "level_files": args.level_seeds,
+                "shards": args.shards,
+                "permutations": args.permutations,
+                "ptdi": not args.no_ptdi,
+            },
+            "level": {
+                "files": seeds,
+                "codec": sum(r["flags"]["codec"] for r in level) / seeds,
+                "exchangeability": sum(r["flags"]["exchangeability"] for r in level) / seeds,
+                "both": sum(r["verdict"] == "contaminated" for r in level) / seeds,
+            },
+            "power": {
+                epochs: {
+                    "codec": bool(r["flags"]["codec"]),
+                    "exchangeability": bool(r["flags"]["exchangeability"]),
+                    "both": r["verdict"] == "contaminated",
+                    "codec_score": round(r["codec_score"], 3),
+                    "codec_pvalue": float(f"{r['codec_pvalue']:.3g}"),
+                    "exchangeability_pvalue": float(f"{r['exchangeability_pvalue']:.3g}"),
+                    "exchangeability_shuffled_pvalue": float(f"{r['shuffled']['exchangeability_pvalue']:.3g}")
+                    if "shuffled" in r
+                    else None,
+                }
+                for epochs, r in found["tuned"].items()
+            },
+        }
+    return {
+        "what": "level and power of pdd_contamination's verdict rule on benchmark-shaped files (issue 20, item 4)",
+        "command": command_line(),
+        "model": "SmolLM2-135M-Instruct (the default model), float32, CPU",
+        "sizes": {
+            "examples": args.examples,
+            "held_out": args.held_out,
+            "unseen_suspects": args.unseen_suspects,
+            "level_files": args.level_seeds,
+            "ptdi_draws": args.ptdi_draws,
+            "target_fdr": args.target_fdr,
+            "shards": args.shards,
+            "permutations": args.permutations,
+            "alpha": ALPHA,
+            "tuned_once_per_shape_and_epochs": True,
+        },
+        "machine": machine(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}"),
+        "load_average": load,
+        "minutes": round(seconds / 60, 1),
+        "shapes": shapes,
+    }
+
+
+def ptdi_range(block: dict | None, key: str) -> str:
+    if block is None:
+        return "not run"
+    values = [row[key] for row in block["methods"]]
+    low, high = min(values), max(values)
+    return f"{low:.3f}" if abs(high - low) < 5e-4 else f"{low:.3f}-{high:.3f}"
+
+
+def markdown(found: dict) -> str:
+    """One row per model: the untuned one on its untouched files (each file's value, then how many the
+    rule flags), each tuned one on the file it saw."""
+    lines = [
+        "| shape (examples) | model (optimizer steps) | CoDeC score (binomial p) | exchangeability p | "
+        "shuffled copy p | verdict | PTDI realised FDR | PTDI power |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for shape, results in found.items():
+        level, examples = results["level"], results["level"][0]["codec_examples"]
+        n = len(level)
+        flagged = {k: sum(r["flags"][k] for r in level) for k in ("codec", "exchangeability")}
+        both = sum(r["verdict"] == "contaminated" for r in level)
+        lines.append(
+            f"| {SHAPES[shape][0]}-shaped ({examples}) | untuned, {n} untouched file{'s' if n > 1 else ''} | "
+            + ", ".join(f"{r['codec_score']:.3f}" for r in level)
+            + f" (flagged {flagged['codec']}/{n}) | "
+            + ", ".join(f"{r['exchangeability_pvalue']:.2g}" for r in level)
+            + f" (flagged {flagged['exchangeability']}/{n}) | - | contaminated {both}/{n} | "
+            f"{ptdi_range(results.get('ptdi_untuned'), 'fdr')} | n/a |"
+        )
+        for epochs, r in results["tuned"].items():
+            shuffled = f"{r['shuffled']['exchangeability_pvalue']:.2g}" if "shuffled" in r else "-"
+            lines.append(
+                f"| {SHAPES[shape][0]}-shaped ({examples}) | tuned {epochs} epoch{'s' if epochs != '1' else ''} "
+                f"({r['training']['steps']}) | {r['codec_score']:.3f} ({r['codec_pvalue']:.2g}) | "
+                f"{r['exchangeability_pvalue']:.2g} | {shuffled} | {r['verdict']} | "
+                f"{ptdi_range(r.get('ptdi'), 'fdr')} | {ptdi_range(r.get('ptdi'), 'power')} |"
+            )
+    return "\n".join(lines)
+
+
+def command_line() -> str:
+    """This run's command, less ``--workdir`` and ``--shapes`` (a run of some shapes adds them to the
+    files of the others: the command that reproduces the whole file names neither)."""
+    argv, shown, skip = sys.argv[1:], [], False
+    for arg in argv:
+        if skip and arg.startswith("--"):
+            skip = False
+        if arg in ("--workdir", "--shapes"):
+            skip = True
+        if not skip:
+            shown.append(arg)
+    return " ".join(["python", "benchmarks/contamination_controls.py", *shown])
+
+
+def merged(earlier: dict, current: dict) -> dict:
+    """Two ``--json`` documents (``{"summary", "runs"}``) as one: the shapes of both, ``current``'s
+    where both have one; each shape keeps its sizes and the machine, load and time of its run."""
+
+    def shapes_and_runs(document: dict) -> tuple[dict, dict]:
+        found = document["summary"]
+        shapes = {shape: {"sizes": found["sizes"], **entry} for shape, entry in found["shapes"].items()}
+        runs = {  # an entry without its command (an older file): the document's
+            shape: {"command": found["command"], **entry}
+            for shape, entry in (found.get("runs_of_shapes") or {}).items()
+        } or {
+            shape: {key: found[key] for key in ("command", "machine", "load_average", "minutes")}
+            for shape in found["shapes"]
+        }
+        return shapes, runs
+
+    earlier_shapes, earlier_runs = shapes_and_runs(earlier)
+    shapes, runs = shapes_and_runs(current)
+    together = {
+        **current["summary"],
+        "shapes": {**earlier_shapes, **shapes},
+        "runs_of_shapes": {**earlier_runs, **runs},
+    }
+    return {"summary": together, "runs": {**earlier["runs"], **current["runs"]}}
+
+
+def write_files(document: dict, args) -> None:
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(document, indent=1) + "\n")
+    if args.package_data:
+        args.package_data.write_text(json.dumps(document["summary"], indent=1) + "\n")
+
+
+def write(found: dict, args, began: float, load: list) -> dict:
+    """Write the JSON files of what ``found`` holds so far, beside the shapes another run wrote there;
+    returns the summary."""
+    document = {
+        "summary": summary(found, args, time.perf_counter() - began, [*load, list(os.getloadavg())]),
+        "runs": found,
+    }
+    if args.json and args.json.is_file():
+        document = merged(json.loads(args.json.read_text()), document)
+    write_files(document, args)
+    return document["summary"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workdir", type=Path, default=Path("contamination_controls"))
+    parser.add_argument("--model", default=None, help="base model (default: the default model)")
+    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--examples", type=int, default=32, help="rows per file (tuned on, and tested)")
+    parser.add_argument("--held-out", type=int, default=52, help="unseen rows of the same shape for PTDI")
+    parser.add_argument("--unseen-suspects", type=int, default=16, help="of --held-out, suspects per PTDI draw")
+    parser.add_argument("--level-seeds", type=int, default=2, help="untouched files per shape")
+    parser.add_argument("--epochs", nargs="+", type=int, default=[1, 2, 3])
+    parser.add_argument("--shards", type=int, default=8)
+    parser.add_argument("--permutations", type=int, default=2)
+    parser.add_argument("--ptdi-draws", type=int, default=200)
+    parser.add_argument("--no-ptdi", action="store_true", help="leave PTDI out (the slowest part)")
+    parser.add_argument("--target-fdr", type=float, default=0.1)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--json", type=Path, help="write every number here")
+    parser.add_argument("--package-data", type=Path, help="write the verdict's summary here")
+    parser.add_argument("--merge", type=Path, help="add the shapes of this --json file to --json and --package-data")
+    parser.add_argument("--table-from", type=Path, help="only print the Markdown table of this --json file")
+    args = parser.parse_args()
+    if args.merge:
+        document = merged(json.loads(args.json.read_text()), json.loads(args.merge.read_text()))
+        write_files(document, args)
+        print(markdown(document["runs"]))
+        return 0
+    if args.table_from:
+        print(markdown(json.loads(args.table_from.read_text())["runs"]))
+        return 0
+
+    from pdd_tasks.tools.default_model import ensure_default_model
+    from pdd_tasks.tools.make_controlled import TuningSettings
+    from pdd_tasks.tools.make_ordered import make_ordered
+
+    began = time.perf_counter()
+    load = [list(os.getloadavg())]
+    base = args.model or ensure_default_model()
+    harness = Harness(args.batch_size)
+    found: dict = {}
+    for shape in args.shapes:
+        work = args.workdir / shape
+        seed = SHAPES[shape][2]
+        members = texts_of(shape, args.examples, seed)
+        held_out = texts_of(shape, args.held_out, seed + 1000, exclude=set(members))
+        data = write_texts(work / "file.jsonl", members)
+        results = found[shape] = {"level": [], "tuned": {}}
+        for level_seed in range(args.level_seeds):
+            file = write_texts(work / f"level-{level_seed}.jsonl", texts_of(shape, args.examples, 500 + level_seed))
+            results["level"].append(dataset_tests(harness, base, file, args))
+            print(shape, "untuned", level_seed, results["level"][-1], file=sys.stderr, flush=True)
+        if not args.no_ptdi:
+            results["ptdi_untuned"] = ptdi(harness, base, members, held_out, work / "ptdi.jsonl", args, tuned=False)
+        for epochs in args.epochs:
+            directory = work / f"tuned-e{epochs}"
+            if not (directory / "manifest.json").exists():
+                settings = TuningSettings(epochs=epochs, learning_rate=1e-4, batch_size=4, max_tokens=1024)
+                make_ordered(directory, base, source=str(data), text_field="text", examples=args.examples,
+                             settings=settings, progress=False)  # fmt: skip
+            model = directory / "model"
+            tested = dataset_tests(harness, model, directory / "canonical.jsonl", args)
+            if epochs == max(args.epochs):  # the negative control where the order was seen most
+                tested["shuffled"] = dataset_tests(harness, model, directory / "shuffled.jsonl", args, codec=False)
+            if not args.no_ptdi:
+                tested["ptdi"] = ptdi(harness, model, members, held_out, work / "ptdi.jsonl", args, tuned=True)
+            tested["training"] = json.loads((directory / "manifest.json").read_text())["training"]
+            results["tuned"][str(epochs)] = tested
+            print(shape, "tuned", epochs, {k: v for k, v in tested.items() if k != "ptdi"}, file=sys.stderr, flush=True)
+        data_summary = write(found, args, began, load)  # after each shape: a partial run leaves its numbers
+    print(
+        f"machine: {data_summary['machine']}; load average before/after: {data_summary['load_average']}; "
+        f"{data_summary['minutes']} min"
+    )
+    print(markdown(found))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
