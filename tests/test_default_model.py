@@ -113,6 +113,29 @@ def test_refuses_to_overwrite_a_foreign_directory(tmp_path):
 
 
 @needs_smollm2
+def test_two_processes_converting_at_once_both_get_the_model(tmp_path):
+    """Two processes (two runs, or two test workers) that find no conversion both convert; the one that
+    finishes second uses the first one's directory instead of failing on it."""
+    import subprocess
+    import sys
+
+    target = tmp_path / "model"
+    script = "import sys; from pdd_tasks.tools.default_model import ensure_default_model; print(ensure_default_model(sys.argv[1]))"
+    started = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(target)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    finished = [(process.returncode, *process.communicate(timeout=600)) for process in started]
+    for process, (_, out, err) in zip(started, finished, strict=True):
+        assert process.returncode == 0, err[-3000:]
+        assert out.strip() == str(target)
+    assert dm.is_complete(target)
+    assert not [p for p in tmp_path.iterdir() if p != target]  # no temporary sibling left
+
+
+@needs_smollm2
 def test_gguf_is_located_without_importing_the_package():
     import sys
 

@@ -276,15 +276,15 @@ def ensure_default_model(path: Path | str | None = None) -> Path:
         for item in tmp.iterdir():
             item.chmod(0o644)
         tmp.chmod(0o755)
-        if target.exists():  # an empty directory left by someone: replace it
-            target.rmdir()
         try:
+            if target.exists() and not is_complete(target):  # an empty directory left by someone: replace it
+                target.rmdir()
             os.rename(tmp, target)
         except OSError:
-            if is_complete(target):  # another process finished first
-                logger.info("%s was completed concurrently; using it", target)
-            else:
+            if not is_complete(target):
                 raise
+            # another process (a second run, a test worker) converted it first: theirs is used
+            logger.info("%s was completed concurrently; using it", target)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
