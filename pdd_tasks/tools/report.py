@@ -435,6 +435,13 @@ def command_of(controls: dict, shape: str) -> str:
     return ((controls.get("runs_of_shapes") or {}).get(shape) or {}).get("command") or controls["command"]
 
 
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table: the header, its rule and one line per row (a ``|`` inside a cell escaped)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
 @dataclass(frozen=True)
 class ContaminationChecks:
     """``pdd_contamination``'s results as a table: ``header``, one row per source task, one verdict
@@ -446,10 +453,8 @@ class ContaminationChecks:
     notes: list[str]
 
     def markdown(self) -> str:
-        lines = ["| " + " | ".join(self.header) + " |", "|" + "---|" * len(self.header)]
-        lines += ["| " + " | ".join(row) + " |" for row in self.rows]
         return (
-            "\n".join(lines)
+            markdown_table(self.header, self.rows)
             + "\n\n"
             + "\n".join(f"- {line}" for line in self.verdicts)
             + "\n\n"

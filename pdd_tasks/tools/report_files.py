@@ -60,6 +60,7 @@ from pdd_tasks.tools.report import (
     convention_note,
     find_runs,
     left_out,
+    markdown_table,
     method_label,
     pdd_tasks_of,
     task_settings,
@@ -533,12 +534,6 @@ def _leaderboard_notes(row: dict) -> str:
 # -- the documents -------------------------------------------------------------------------------------
 
 
-def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def _html_table(header: list[str], rows: list[list[str]]) -> str:
     head = "".join(f"<th>{html.escape(cell)}</th>" for cell in header)
     body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
@@ -630,7 +625,7 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
             md += [line, ""]
             body.append(f"<p class='warn'>{html.escape(line)}</p>")
         header, rows = table_rows(report, lambda text: f"**{text}**")
-        md += [_markdown_table(header, rows), ""]
+        md += [markdown_table(header, rows), ""]
         html_header, html_rows = table_rows(report, _html_bold)
         html_rows = [
             [html.escape(cells[0]), *(c if c.startswith("<b>") else html.escape(c) for c in cells[1:])]
@@ -687,7 +682,7 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
             ]
             for r in ranked
         ]
-        md += ["## Leaderboard", "", _markdown_table(header, rows), ""]
+        md += ["## Leaderboard", "", markdown_table(header, rows), ""]
         body += ["<h2>Leaderboard</h2>", _html_table(header, [[html.escape(c) for c in row] for row in rows])]
     files_line = "Leaderboard files: leaderboard.csv, leaderboard.json (one row per model, task and method)."
     md += [files_line, ""]
