@@ -36,6 +36,14 @@ def test_bad_norms_are_named(norms, message):
         gradnorm_score(np.array([-1.0]), norms)
 
 
+@pytest.mark.parametrize("value", [3, 0, True, "two"])
+def test_a_bad_gradnorm_p_names_the_key_and_the_values(value):
+    from pdd_tasks.registry import ScoringSettings, SettingError
+
+    with pytest.raises(SettingError, match=rf'gradnorm_p={value!r}: expected 1, 2 or "inf"'):
+        ScoringSettings.from_metadata({"gradnorm": True, "gradnorm_p": value})
+
+
 def mimir_gradnorm(model, ids: list[int], p: float) -> float:
     """``GradNormAttack._attack`` of mimir (``mimir/attacks/gradnorm.py``) on the token ids ``ids``
     (start token first): zero_grad, the mean loss of ids[1:], backward, ``param.grad.norm(p)`` of
