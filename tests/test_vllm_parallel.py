@@ -23,7 +23,7 @@ import subprocess
 import tempfile
 
 import pytest
-from conftest import OFFLINE, REPO, cpu_float32, harness_args, read_samples, run_lm_eval
+from conftest import OFFLINE, cpu_float32, harness_args, read_samples, run_lm_eval, vllm_venv_or_skip
 
 from pdd_tasks.registry import DEFAULT_METHODS
 from pdd_tasks.tools.vllm_server import VLLM_CPU_ENV
@@ -31,10 +31,7 @@ from pdd_tasks.tools.vllm_server import VLLM_CPU_ENV
 
 pytestmark = pytest.mark.vllm_engine
 
-VENV = REPO / ".venv-vllm"
-
-if not (VENV / "bin" / "python").exists():
-    pytest.skip(f"no vLLM environment at {VENV}: run .ci/install-vllm", allow_module_level=True)
+VENV = vllm_venv_or_skip("python")
 
 TASK = "pdd_wikimia_32"
 LIMIT = 8

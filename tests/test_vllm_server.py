@@ -13,7 +13,7 @@ any text is sent.
 from __future__ import annotations
 
 import pytest
-from conftest import REPO, cpu_float32, harness_args, read_results, read_samples, run_lm_eval
+from conftest import cpu_float32, harness_args, read_results, read_samples, run_lm_eval, vllm_venv_or_skip
 
 from pdd_tasks.registry import DEFAULT_METHODS
 from pdd_tasks.tools.vllm_server import running_vllm_server
@@ -21,10 +21,7 @@ from pdd_tasks.tools.vllm_server import running_vllm_server
 
 pytestmark = pytest.mark.vllm_engine
 
-VENV = REPO / ".venv-vllm"
-
-if not (VENV / "bin" / "vllm").exists():
-    pytest.skip(f"no vLLM environment at {VENV}: run .ci/install-vllm", allow_module_level=True)
+VENV = vllm_venv_or_skip("vllm")
 
 TASK = "pdd_wikimia_32"
 LIMIT = 16
