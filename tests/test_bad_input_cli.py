@@ -312,6 +312,20 @@ def test_a_use_cache_file_of_other_weights_at_the_same_path_is_refused(table_arg
     assert "--use_cache path of their own" in process.stderr and "Delete that cache file" in process.stderr
 
 
+def test_unlabelled_texts_answered_from_a_cache_of_the_other_convention_are_refused(tiny_model, table_args, tmp_path):
+    """pdd_custom without labels checks the cached answers as a labelled run does (it once skipped it)."""
+    suspects = write_jsonl(tmp_path / "s.jsonl", [{"text": text} for text in MEMBERS[:3]])
+    metadata = {
+        **table_args,
+        "reference_files": str(write_jsonl(tmp_path / "r.jsonl", [{"text": t} for t in NON_MEMBERS])),
+    }
+    cache = str(tmp_path / "cache")
+    lm_eval_custom(tiny_model, suspects, tmp_path / "first" / "out", metadata, extra=["--use_cache", cache])
+    other = {**metadata, "convention": "reference-code"}
+    process = lm_eval_custom(tiny_model, suspects, tmp_path / "second" / "out", other, extra=["--use_cache", cache], check=False)  # fmt: skip
+    assert_refused(process, "scored with convention 'paper', but this run asks for 'reference-code'")
+
+
 def test_zlib_of_a_truncated_text_divides_by_the_scored_part(tiny_model, table_args, tmp_path):
     from transformers import AutoTokenizer
 

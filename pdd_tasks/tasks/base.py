@@ -329,6 +329,21 @@ class MembershipInferenceTask(ConfigurableTask):
     # -- scoring ---------------------------------------------------------------------------------
 
     def process_results(self, doc: dict, results: list) -> dict[str, tuple[float, int]]:
+        scores = self.checked_scores(doc, results)
+        label = int(doc["label"])
+        return {
+            **{
+                f"{method}_{name}": (scores[method], label)
+                for method in self.settings.methods
+                for name in aggregations.AGGREGATIONS
+            },
+            **aggregations.blind_values(doc["text"], label),
+        }
+
+    def checked_scores(self, doc: dict, results: list) -> dict[str, float]:
+        """:meth:`score_results` after checking that the backend's answers can be scored: per-token
+        log-probs (not a plain loglikelihood), under this run's convention, with the top-1 log-probs
+        Gap-K% reads (answers from a ``--use_cache`` file of another run fail these)."""
         generated = len(generation_requests(doc["text"], self.settings, self.prepared()))
         scored = results[: len(results) - generated]  # the generated texts (str) come last
         for result in scored:
@@ -346,16 +361,7 @@ class MembershipInferenceTask(ConfigurableTask):
                 f"--use_cache file written by an earlier lm-eval-pdd answered this run. Delete that cache file, or "
                 f"give this run a --use_cache path of its own (e.g. --use_cache cache/<model name>-v2)."
             )
-        scores = self.score_results(doc, results)
-        label = int(doc["label"])
-        return {
-            **{
-                f"{method}_{name}": (scores[method], label)
-                for method in self.settings.methods
-                for name in aggregations.AGGREGATIONS
-            },
-            **aggregations.blind_values(doc["text"], label),
-        }
+        return self.score_results(doc, results)
 
     def score_results(self, doc: dict, results: list) -> dict[str, float]:
         """Every method's score of ``doc["text"]`` from the backend's answers to its requests

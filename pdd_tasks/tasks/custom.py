@@ -241,7 +241,7 @@ class CustomMembershipTask(MembershipInferenceTask):
     def process_results(self, doc: dict, results: list) -> dict:
         if self.custom.labelled:
             return super().process_results(doc, results)
-        scores = self.score_results(doc, results)
+        scores = self.checked_scores(doc, results)
         is_suspect = int(doc["role"] == SUSPECT)
         features = tuple(scores[method] for method in self.settings.methods)
         return {

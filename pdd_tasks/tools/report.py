@@ -391,14 +391,13 @@ TEST_LABELS = {"codec": "CoDeC", "exchangeability": "exchangeability"}
 
 
 def contamination_controls() -> dict | None:
-    """The measured level and power of the verdict's rule (:data:`CONTROLS_FILE`, shipped), or None."""
+    """The measured level and power of the verdict's rule (:data:`CONTROLS_FILE`, shipped), or None
+    where the package has no such file; a shipped file that cannot be read is a broken install and
+    raises :class:`DatasetError` naming it (not a silent "not measured")."""
     from pdd_tasks.loading.benchmark_data import PACKAGED_DATA
 
     file = PACKAGED_DATA / CONTROLS_FILE
-    try:
-        return read_json(Path(str(file))) if file.is_file() else None
-    except (OSError, DatasetError):
-        return None
+    return read_json(Path(str(file))) if file.is_file() else None
 
 
 def _share(value: float, files: int) -> str:
