@@ -1194,7 +1194,9 @@ def score_text(inputs: TextInputs, settings) -> dict[str, float]:
 
 
 def label(name: str, settings) -> str:
-    """The table label of method ``name`` under ``settings`` (e.g. "Min-K% (k=0.1)")."""
+    """The table label of method ``name`` under ``settings`` (e.g. "Min-K% (k=0.1)"; EM-MIA's names its start)."""
+    if name == EM_MIA:
+        return f"EM-MIA (from {label(settings.em_mia_init, settings)})"
     return METHODS[name].label(settings)
 
 
