@@ -65,6 +65,7 @@ def test_lm_eval_run_equals_the_loop_on_r_built_by_hand(tiny_model, tiny_table, 
         np.testing.assert_allclose(column, by_hand[:, j], rtol=1e-5)
     expected = em_mia_scores(by_hand, initial)
     assert len(set(np.round(expected, 12))) > 1  # the loop separates the texts: the AUC below tests an order
+    np.testing.assert_allclose([sample["em_mia_score"] for sample in samples], expected, atol=1e-12)
     assert results["em_mia_auc,none"] == pytest.approx(roc_auc_score(labels, expected), abs=1e-12)
     assert results["em_mia_auc_stderr,none"] == pytest.approx(delong_auc_stderr(expected, labels), abs=1e-12)
     assert results["em_mia_tpr@fpr<5%,none"] == tpr_at_fpr(expected, labels, max_fpr=0.05, rule="strict")

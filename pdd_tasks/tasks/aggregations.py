@@ -264,7 +264,17 @@ def _em_mia_items(items: tuple) -> tuple:
     return tuple(zip(scores.tolist(), labels, strict=True))
 
 
-_EM_MIA = {name: _rescored(EM_MIA, _em_mia_items, aggregate) for name, aggregate in AGGREGATIONS.items()}
+def _em_mia_scored(items) -> tuple:
+    """:func:`_em_mia_items` of items whose parts may be lists (hashable for its cache)."""
+    return _em_mia_items(tuple((tuple(p), tuple(c), float(f), int(label)) for p, c, f, label in items))
+
+
+def em_mia_final_scores(items) -> list[float]:
+    """EM-MIA's final score of each place of the scored set, from the per-text items."""
+    return [score for score, _ in _em_mia_scored(items)]
+
+
+_EM_MIA = {name: _rescored(EM_MIA, _em_mia_scored, aggregate) for name, aggregate in AGGREGATIONS.items()}
 
 #: Metric name -> aggregation over EM-MIA's ``(positions, column, initial, label)`` items.
 EM_MIA_AGGREGATIONS = {name: aggregate for name, (aggregate, _) in _EM_MIA.items()}

@@ -387,7 +387,7 @@ class MembershipInferenceTask(ConfigurableTask):
     def process_results(self, doc: dict, results: list) -> dict[str, tuple[float, int]]:
         results, em_mia = self.split_em_mia(results)
         generated = len(generation_requests(doc["text"], self.settings, self.prepared()))
-        scored = results[: len(results) - generated] + em_mia  # the generated texts (str) come last
+        scored = results[: len(results) - generated] + em_mia  # the generated texts (str) come after the others
         for result in scored:
             if not isinstance(result, TokenScores):
                 raise BackendWithoutTokenLogprobs(
@@ -414,6 +414,17 @@ class MembershipInferenceTask(ConfigurableTask):
             **(self.em_mia_values(doc, results[0], em_mia, scores, label) if self.settings.em_mia else {}),
             **aggregations.blind_values(doc["text"], label),
         }
+
+    def annotate_logged_samples(self, samples: list[dict]) -> None:
+        """EM-MIA's final score of each text in ``--log_samples`` (``sample["em_mia_score"]``), once
+        every text is scored (called by patch ``samples-after-aggregation`` of
+        :mod:`pdd_tasks.lm_eval_patches`); the scores the ``em_mia_*`` metrics grade."""
+        if not self.settings.em_mia:
+            return
+        items = [sample[f"{aggregations.EM_MIA}_auc"] for sample in samples]
+        scored = aggregations.em_mia_final_scores(items)
+        for sample, (positions, *_) in zip(samples, items, strict=True):
+            sample[f"{aggregations.EM_MIA}_score"] = scored[positions[0]]  # a repeated text's copies score alike
 
     def split_em_mia(self, results: list) -> tuple[list, list]:
         """(the answers of the text's other requests, those of its EM-MIA requests: the last ones)."""

@@ -234,7 +234,9 @@ class CustomMembershipTask(MembershipInferenceTask):
         ``samples-after-aggregation`` of :mod:`pdd_tasks.lm_eval_patches`): ``sample["ptdi"][method]``
         = its conformal p-value against the reference texts and whether Benjamini-Hochberg at
         ``target_fdr`` identifies it as a member (the texts counted by ``<method>_identified``)."""
-        if self.custom.labelled or not self.custom.has_reference:
+        if self.custom.labelled:
+            return super().annotate_logged_samples(samples)
+        if not self.custom.has_reference:
             return
         suspects = [sample for sample in samples if sample["doc"]["role"] == SUSPECT]
         for method in self.settings.methods:
