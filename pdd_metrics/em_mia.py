@@ -11,7 +11,8 @@ initial membership scores ``f_0`` (e.g. Loss or Min-K%++). Each iteration altern
 - membership scores ``f(i) = -g(i)``: a text that is a good ReCaLL prefix is a non-member (ReCaLL's
   premise), so the negated prefix score is the new membership score (``NegPref``).
 
-Higher = more likely a member. :func:`em_mia_scores` is the loop; the task does not run it (see
+Higher = more likely a member. :func:`em_mia_scores` is the loop; the task metric ``em_mia`` builds
+R from a run's answers and runs it over the scored set (``pdd_tasks/tasks/aggregations.py``;
 docs/methods.md, "EM-MIA").
 """
 

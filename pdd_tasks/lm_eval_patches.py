@@ -525,7 +525,8 @@ PATCHES: tuple[Patch, ...] = (
         name="samples-after-aggregation",
         purpose=(
             "--log_samples holds per-text values that need every text of the run: pdd_custom's PTDI p-value "
-            "and identification per method (annotate_logged_samples), added after the metrics are aggregated, "
+            "and identification per method, EM-MIA's final score (annotate_logged_samples), added after the "
+            "metrics are aggregated, "
             "on the process that writes the samples (also in a multi-process run)"
         ),
         changes="evaluator_utils.py: _collect_results (called by _process_results)",

@@ -445,6 +445,51 @@ NEIGHBOR_SETTINGS = (
 )
 
 
+# -- EM-MIA: a dataset-level method (pdd_tasks.tasks.aggregations), not a Method of one text --
+
+#: The metric prefix of EM-MIA (``em_mia_auc``, ...): its score of a text depends on every text of the
+#: run, so it is computed by an aggregation after all texts are scored, not by a :class:`Method`.
+EM_MIA = "em_mia"
+
+
+def method_name(name: str, value: Any) -> str:
+    """The name of a method of the registry that scores each text alone (e.g. "min_k_pp", "loss")."""
+    if value not in METHODS:
+        raise ValueError(f"metadata {name}={value!r}: expected the name of a method, one of {', '.join(METHODS)}.")
+    return value
+
+
+EM_MIA_SETTINGS = (
+    Setting(
+        EM_MIA,
+        False,
+        flag,
+        "EM-MIA too: every text of the scored set is also scored after every other as its prefix (n^2 more "
+        "forward passes for n texts: ReCaLL-all), then EM-MIA's label-free loop runs over the whole set.",
+        switch=True,
+    ),
+    Setting(
+        "em_mia_init",
+        "min_k_pp",
+        method_name,
+        "EM-MIA: the method whose scores start the loop (the authors' README: -i Loss Min-K++_20; Min-K%++ "
+        "with k = min_k_pp here); it must be in effect.",
+        hint='(e.g. "loss")',
+    ),
+    Setting(
+        "em_mia_max_texts",
+        200,
+        whole_number,
+        "EM-MIA: the most texts a run may score with it (200 texts: 40,000 prefixed passes); a run with more is "
+        "refused before scoring. Raise it for a GPU run of a whole benchmark (776 texts of pdd_wikimia_32: 602,176).",
+        hint="(e.g. 776)",
+    ),
+)
+
+#: Settings of the dataset-level methods, by metric prefix (the settings table names them as readers).
+DATASET_METHOD_SETTINGS = {EM_MIA: EM_MIA_SETTINGS}
+
+
 #: Settings of the scoring path itself, not of one method.
 GENERAL_SETTINGS = (
     Setting(
@@ -850,15 +895,19 @@ register(
 # -- ReCaLL and Con-ReCall (pdd_tasks.prepare.recall_prefixes) --
 
 
-def _prefixed(inputs: TextInputs, method: str) -> tuple[np.ndarray, np.ndarray]:
-    """(log p after the method's prefix, log p without it) of the same tokens; with ``truncate: true``
-    a prefix can leave room for fewer of them, and both are then cut to those the prefixed request scored.
+def prefixed_pair(prefixed: np.ndarray, plain: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(log p after a prefix, log p without it) of the same tokens; with ``truncate: true`` a prefix
+    can leave room for fewer of them, and both are then cut to those the prefixed request scored.
     Under ``convention: reference-code`` the prefixed request scores the text's first id too (one
     more value, first), as the authors' scripts: both are passed whole."""
-    prefixed = inputs.extra_logprobs[method][0]
-    if prefixed.size == inputs.logprobs.size + 1:
-        return prefixed, inputs.logprobs
-    return prefixed, inputs.logprobs[: prefixed.size]
+    if prefixed.size == plain.size + 1:
+        return prefixed, plain
+    return prefixed, plain[: prefixed.size]
+
+
+def _prefixed(inputs: TextInputs, method: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`prefixed_pair` of the method's first extra request and the text's own request."""
+    return prefixed_pair(inputs.extra_logprobs[method][0], inputs.logprobs)
 
 
 def _recall(inputs: TextInputs, settings) -> float:
@@ -1049,7 +1098,9 @@ METHOD_NAMES: tuple[str, ...] = tuple(METHODS)
 
 def _all_settings() -> tuple[Setting, ...]:
     declared: dict[str, Setting] = {}
-    for setting in [s for method in METHODS.values() for s in method.settings] + list(GENERAL_SETTINGS):
+    for setting in (
+        [s for method in METHODS.values() for s in method.settings] + list(EM_MIA_SETTINGS) + list(GENERAL_SETTINGS)
+    ):
         if declared.setdefault(setting.name, setting) is not setting:
             raise RuntimeError(f"setting {setting.name!r} is declared twice in the method registry")
     return tuple(declared.values())
@@ -1069,9 +1120,10 @@ def _from_metadata(cls, metadata: dict):
             "Turn the method on (see its settings in docs/methods.md), or drop the key.",
             ", ".join(map(repr, idle)),
             "; ".join(
-                f"{name} (its settings: {', '.join(s.name for s in METHODS[name].settings)})"
-                for name in METHODS
-                if name not in settings.methods and any(s.name in idle for s in METHODS[name].settings)
+                f"{name} (its settings: {', '.join(s.name for s in readers)})"
+                for name, readers in [(name, METHODS[name].settings) for name in METHODS]
+                + list(DATASET_METHOD_SETTINGS.items())
+                if not _in_effect(name, settings) and any(s.name in idle for s in readers)
             ),
         )
     return settings
@@ -1082,9 +1134,16 @@ def settings_of_methods_off(metadata: dict, settings) -> list[str]:
     ``neighbor_model``): given, and without effect."""
     read = {s.name for name in settings.methods for s in METHODS[name].settings}
     read |= {s.name for s in GENERAL_SETTINGS}
-    switches = {s.name for method in METHODS.values() for s in method.settings if s.switch}
-    method_settings = {s.name for method in METHODS.values() for s in method.settings}
-    return [key for key in metadata if key in method_settings and key not in read and key not in switches]
+    read |= {s.name for name, readers in DATASET_METHOD_SETTINGS.items() if _in_effect(name, settings) for s in readers}
+    every = [s for method in METHODS.values() for s in method.settings]
+    every += [s for readers in DATASET_METHOD_SETTINGS.values() for s in readers]
+    switches = {s.name for s in every if s.switch}
+    return [key for key in metadata if key in {s.name for s in every} and key not in read and key not in switches]
+
+
+def _in_effect(name: str, settings) -> bool:
+    """Whether method ``name`` (a per-text or a dataset-level one, whose switch is its name) is in effect."""
+    return name in settings.methods or bool(getattr(settings, name, False))
 
 
 def _methods_in_effect(self) -> tuple[str, ...]:
@@ -1135,7 +1194,9 @@ def score_text(inputs: TextInputs, settings) -> dict[str, float]:
 
 
 def label(name: str, settings) -> str:
-    """The table label of method ``name`` under ``settings`` (e.g. "Min-K% (k=0.1)")."""
+    """The table label of method ``name`` under ``settings`` (e.g. "Min-K% (k=0.1)"; EM-MIA's names its start)."""
+    if name == EM_MIA:
+        return f"EM-MIA (from {label(settings.em_mia_init, settings)})"
     return METHODS[name].label(settings)
 
 

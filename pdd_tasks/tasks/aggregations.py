@@ -35,6 +35,7 @@ from pdd_metrics import (
     calibrate_threshold,
     codec,
     dataset_inference_test,
+    em_mia_scores,
     flag_members,
     identify_members,
     roc_auc,
@@ -45,6 +46,7 @@ from pdd_metrics.blind import TooFewTexts, blind_scores
 from pdd_metrics.evaluation import OneClassError
 from pdd_metrics.intervals import delong_auc_stderr, smallest_fpr_step, tpr_at_fpr_stderr
 from pdd_tasks.errors import UserError
+from pdd_tasks.registry import EM_MIA
 
 
 logger = logging.getLogger(__name__)
@@ -188,22 +190,24 @@ def _blind_items(items: tuple) -> tuple | None:
     return tuple(zip(scores.tolist(), labels, strict=True))
 
 
-def _blind(aggregate):
+def _rescored(prefix: str, scored_items, aggregate):
+    """``aggregate`` and its standard error over the ``(score, label)`` items that
+    ``scored_items(items)`` makes of a dataset-level method's items (None: the metrics are NaN)."""
     stderr = STDERRS[aggregate]
 
-    def blind_aggregate(items) -> float:
-        scored = _blind_items(tuple(map(tuple, items)))
+    def rescored_aggregate(items) -> float:
+        scored = scored_items(tuple(map(tuple, items)))
         return math.nan if scored is None else aggregate(scored)
 
-    def blind_stderr(items, iters: int) -> float:
-        scored = _blind_items(tuple(map(tuple, items)))
+    def rescored_stderr(items, iters: int) -> float:
+        scored = scored_items(tuple(map(tuple, items)))
         return math.nan if scored is None else stderr(scored, iters)
 
-    blind_aggregate.__name__ = blind_aggregate.__qualname__ = f"blind_{aggregate.__name__}"
-    return blind_aggregate, blind_stderr
+    rescored_aggregate.__name__ = rescored_aggregate.__qualname__ = f"{prefix}_{aggregate.__name__}"
+    return rescored_aggregate, rescored_stderr
 
 
-_BLIND = {name: _blind(aggregate) for name, aggregate in AGGREGATIONS.items()}
+_BLIND = {name: _rescored(BLIND, _blind_items, aggregate) for name, aggregate in AGGREGATIONS.items()}
 
 #: Metric name -> aggregation over ``(text, label)`` items (the blind baseline).
 BLIND_AGGREGATIONS = {name: aggregate for name, (aggregate, _) in _BLIND.items()}
@@ -215,15 +219,85 @@ def blind_values(text: str, label: int) -> dict[str, tuple[str, int]]:
     return {f"{BLIND}_{name}": (text, label) for name in BLIND_AGGREGATIONS}
 
 
-def metric_list(methods: tuple[str, ...]) -> list[dict]:
-    """The harness metrics of a labelled task: per method its AUC and TPRs, then the blind baseline's."""
+# -- EM-MIA: items are (positions, column of R, initial score, label) -------------------------------
+
+#: EM-MIA's updates (the authors' ``emmia.py``: ``--max_iter`` 10).
+EM_MIA_ITERATIONS = 10
+
+
+class IncompleteEmMiaSet(UserError):
+    """The EM-MIA items of a run do not make up the whole scored set (each text's column of R)."""
+
+
+def em_mia_matrix(items) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """``(R, f_0, labels)`` of the scored set from the per-text items of ``em_mia_*``.
+
+    Each item is ``(positions, column, initial, label)``: ``column[i] = R[i, j] = LL(x_j | x_i) /
+    LL(x_j)`` for the text x_j at one of ``positions`` (its places in the scored set: several where
+    the set holds the same text more than once; their columns, rows and initial scores are equal,
+    so which copy takes which place changes nothing), ``initial`` its score f_0, ``label`` its label.
+    """
+    groups: dict[tuple, list] = {}
+    for positions, column, initial, label in items:
+        groups.setdefault(tuple(positions), []).append((column, initial, label))
+    n = len(items)
+    placed: dict[int, tuple] = {}
+    for positions, copies in groups.items():
+        if len(copies) == len(positions):
+            placed.update(zip(positions, copies, strict=True))
+    if sorted(placed) != list(range(n)) or any(len(column) != n for column, _, _ in placed.values()):
+        raise IncompleteEmMiaSet(
+            f"EM-MIA: the {n} scored texts do not each carry a column of the {n} x {n} ReCaLL matrix (a text scored "
+            f"after a set of another size, or a text missing). Its requests must be built for the set the run scores: "
+            f"run the task again without --cache_requests, and with the same --limit/--samples on every process."
+        )
+    columns, initial, labels = zip(*(placed[j] for j in range(n)), strict=True)
+    return np.column_stack([np.asarray(column, dtype=float) for column in columns]), np.array(initial), list(labels)
+
+
+@functools.lru_cache(maxsize=4)
+def _em_mia_items(items: tuple) -> tuple:
+    """``(score, label)`` items of EM-MIA's final scores (:func:`pdd_metrics.em_mia_scores` over the
+    matrix of :func:`em_mia_matrix`; computed once per run, every metric and stderr reuses it)."""
+    matrix, initial, labels = em_mia_matrix(items)
+    scores = em_mia_scores(matrix, initial, iterations=EM_MIA_ITERATIONS)
+    return tuple(zip(scores.tolist(), labels, strict=True))
+
+
+def _em_mia_scored(items) -> tuple:
+    """:func:`_em_mia_items` of items whose parts may be lists (hashable for its cache)."""
+    return _em_mia_items(tuple((tuple(p), tuple(c), float(f), int(label)) for p, c, f, label in items))
+
+
+def em_mia_final_scores(items) -> list[float]:
+    """EM-MIA's final score of each place of the scored set, from the per-text items."""
+    return [score for score, _ in _em_mia_scored(items)]
+
+
+_EM_MIA = {name: _rescored(EM_MIA, _em_mia_scored, aggregate) for name, aggregate in AGGREGATIONS.items()}
+
+#: Metric name -> aggregation over EM-MIA's ``(positions, column, initial, label)`` items.
+EM_MIA_AGGREGATIONS = {name: aggregate for name, (aggregate, _) in _EM_MIA.items()}
+STDERRS.update({aggregate: stderr for aggregate, stderr in _EM_MIA.values()})
+
+
+def em_mia_values(positions: tuple[int, ...], column: tuple[float, ...], initial: float, label: int) -> dict:
+    """One text's items of the EM-MIA metrics (``em_mia_auc``, ...), for ``process_results``."""
+    item = (tuple(positions), tuple(column), float(initial), int(label))
+    return {f"{EM_MIA}_{name}": item for name in EM_MIA_AGGREGATIONS}
+
+
+def metric_list(methods: tuple[str, ...], em_mia: bool = False) -> list[dict]:
+    """The harness metrics of a labelled task: per method its AUC and TPRs, EM-MIA's where it is on,
+    then the blind baseline's."""
     return [
         {"metric": f"{method}_{name}", "aggregation": aggregate, "higher_is_better": True}
         for method in methods
         for name, aggregate in AGGREGATIONS.items()
     ] + [
-        {"metric": f"{BLIND}_{name}", "aggregation": aggregate, "higher_is_better": True}
-        for name, aggregate in BLIND_AGGREGATIONS.items()
+        {"metric": f"{prefix}_{name}", "aggregation": aggregate, "higher_is_better": True}
+        for prefix, aggregations in ((EM_MIA, EM_MIA_AGGREGATIONS if em_mia else {}), (BLIND, BLIND_AGGREGATIONS))
+        for name, aggregate in aggregations.items()
     ]
 
 

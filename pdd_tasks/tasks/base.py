@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from lm_eval.api.task import ConfigurableTask
 
+from pdd_metrics import recall_score
 from pdd_tasks import lm_eval_patches
 from pdd_tasks.backends.base import ModelInfo, PerTokenRequest, TokenScores, weights_fingerprint
 from pdd_tasks.errors import UserError
@@ -38,6 +39,7 @@ from pdd_tasks.registry import (
     check_metadata_keys,
     extra_requests,
     generation_requests,
+    prefixed_pair,
     prepare_hook,
     score_text,
 )
@@ -47,10 +49,11 @@ from pdd_tasks.tasks import aggregations
 logger = logging.getLogger(__name__)
 
 
-def metric_list(methods: tuple[str, ...]) -> list[dict]:
-    """One harness metric per (method, dataset-level metric), values (score, label) pairs; then the
-    blind baseline's, values (text, label) pairs (see :mod:`pdd_tasks.tasks.aggregations`)."""
-    return aggregations.metric_list(methods)
+def metric_list(methods: tuple[str, ...], em_mia: bool = False) -> list[dict]:
+    """One harness metric per (method, dataset-level metric), values (score, label) pairs; EM-MIA's
+    where it is on; then the blind baseline's, values (text, label) pairs (see
+    :mod:`pdd_tasks.tasks.aggregations`)."""
+    return aggregations.metric_list(methods, em_mia)
 
 
 @functools.lru_cache(maxsize=8)
@@ -118,6 +121,30 @@ def loglikelihood_requests(task: str, doc: dict, doc_id: int, arguments: list[tu
         )
         for index, argument in enumerate(arguments)
     ]
+
+
+class EmMiaRunError(UserError):
+    """A run EM-MIA cannot score: too many texts for its n^2 passes, no initial method, cached requests."""
+
+
+def em_mia_scored_texts(docs: list[dict], limit=None, samples=None) -> list[str]:
+    """The texts the run scores, in doc order, as lm-eval's ``Task.doc_iterator`` selects them over
+    every process: the first ``limit`` documents, or those at the indices of ``--samples``."""
+    if samples:
+        chosen = set(samples)
+        return [doc["text"] for index, doc in enumerate(docs) if index in chosen]
+    return [doc["text"] for doc in (docs[: int(limit)] if limit else docs)]
+
+
+def check_em_mia_size(task: str, n: int, cap: int) -> None:
+    """Refuse an EM-MIA run of more than ``cap`` texts (metadata ``em_mia_max_texts``), naming its cost."""
+    if n > cap:
+        raise EmMiaRunError(
+            f"{task}: em_mia on {n} texts needs {n:,} x {n:,} = {n * n:,} prefixed forward passes (every text after "
+            f"every other: ReCaLL-all), above the cap of em_mia_max_texts={cap} texts ({cap * cap:,} passes). Score "
+            f"fewer texts (--limit {cap}), or raise the cap for this run: --metadata "
+            f'\'{{"em_mia": true, "em_mia_max_texts": {n}}}\' (docs/methods.md, EM-MIA, has its cost).'
+        )
 
 
 class AnswersFromAnotherModel(UserError):
@@ -212,6 +239,13 @@ class MembershipInferenceTask(ConfigurableTask):
         metadata = dict(config.get("metadata") or {})
         check_metadata_keys(metadata, self.metadata_keys(), config.get("task", type(self).__name__))
         self.settings = ScoringSettings.from_metadata(metadata)
+        if self.settings.em_mia and self.settings.em_mia_init not in self.settings.methods:
+            raise EmMiaRunError(
+                f"{config.get('task', type(self).__name__)}: em_mia_init={self.settings.em_mia_init!r} names a "
+                f"method that is off in this run, so EM-MIA has no initial scores: turn it on, or name a method in "
+                f"effect ({', '.join(self.settings.methods)})."
+            )
+        self._em_mia_texts: list[str] = []
         config["metric_list"] = self.build_metric_list(metadata)
         # Metric values come from process_results below; this stops the harness from looking the
         # metric names up in HF `evaluate`.
@@ -229,7 +263,7 @@ class MembershipInferenceTask(ConfigurableTask):
 
     def build_metric_list(self, metadata: dict) -> list[dict]:
         """The harness metrics of this task (called before the data is loaded)."""
-        return metric_list(self.settings.methods)
+        return metric_list(self.settings.methods, self.settings.em_mia)
 
     # -- data ------------------------------------------------------------------------------------
 
@@ -261,7 +295,24 @@ class MembershipInferenceTask(ConfigurableTask):
         """lm-eval's request building, after refusing ``--limit 0``, ``--apply_chat_template`` and
         ``--system_instruction`` (:func:`refuse_run_options`)."""
         refuse_run_options(self.config.task, **kwargs)
+        if self.settings.em_mia:
+            self.set_em_mia_texts(**kwargs)
         super().build_all_requests(**kwargs)
+
+    def set_em_mia_texts(self, limit=None, samples=None, cache_requests=False, **_other) -> None:
+        """EM-MIA's prefixes: every text the run scores (over every process; ``--limit``/``--samples``
+        applied), refused before any request is built where there are more than ``em_mia_max_texts``."""
+        if cache_requests:
+            raise EmMiaRunError(
+                f"{self.config.task}: em_mia cannot be run with --cache_requests: each text's requests name every "
+                f"text of the scored set, so requests cached for another --limit would pair it with other texts. "
+                f"Drop --cache_requests."
+            )
+        self._em_mia_texts = em_mia_scored_texts(list(self.eval_docs), limit, samples)
+        check_em_mia_size(self.config.task, len(self._em_mia_texts), self.settings.em_mia_max_texts)
+        self._em_mia_positions: dict[str, tuple[int, ...]] = {}
+        for position, text in enumerate(self._em_mia_texts):
+            self._em_mia_positions[text] = (*self._em_mia_positions.get(text, ()), position)
 
     def construct_requests(self, doc: dict, ctx, **kwargs) -> list[PerTokenRequest]:
         if ctx and not self._warned_context:
@@ -274,7 +325,12 @@ class MembershipInferenceTask(ConfigurableTask):
         pairs = [("", doc["text"])] + [
             (context, text) for _, context, text in extra_requests(doc["text"], self.settings, self.prepared())
         ]
-        return self.per_token_requests(doc, pairs, **kwargs) + self.generation_instances(doc, len(pairs), **kwargs)
+        generations = self.generation_instances(doc, len(pairs), **kwargs)
+        em_mia = [(prefix, doc["text"]) for prefix in self._em_mia_texts]  # EM-MIA's column of R: last
+        requests = self.per_token_requests(doc, pairs + em_mia, **kwargs)
+        for request in requests[len(pairs) :]:
+            request.idx += len(generations)
+        return requests[: len(pairs)] + generations + requests[len(pairs) :]
 
     def per_token_requests(self, doc: dict, pairs: list[tuple[str, str]], **kwargs) -> list[PerTokenRequest]:
         """One :class:`PerTokenRequest` per ``(context, continuation)``, in that order."""
@@ -329,7 +385,8 @@ class MembershipInferenceTask(ConfigurableTask):
     # -- scoring ---------------------------------------------------------------------------------
 
     def process_results(self, doc: dict, results: list) -> dict[str, tuple[float, int]]:
-        scores = self.checked_scores(doc, results)
+        results, em_mia = self.split_em_mia(results)
+        scores = self.checked_scores(doc, results, em_mia)
         label = int(doc["label"])
         return {
             **{
@@ -337,15 +394,17 @@ class MembershipInferenceTask(ConfigurableTask):
                 for method in self.settings.methods
                 for name in aggregations.AGGREGATIONS
             },
+            **(self.em_mia_values(doc, results[0], em_mia, scores, label) if self.settings.em_mia else {}),
             **aggregations.blind_values(doc["text"], label),
         }
 
-    def checked_scores(self, doc: dict, results: list) -> dict[str, float]:
-        """:meth:`score_results` after checking that the backend's answers can be scored: per-token
+    def checked_scores(self, doc: dict, results: list, em_mia: list | tuple = ()) -> dict[str, float]:
+        """:meth:`score_results` after checking that the backend's answers (``results``, and the
+        text's EM-MIA answers ``em_mia``, split off by :meth:`split_em_mia`) can be scored: per-token
         log-probs (not a plain loglikelihood), under this run's convention, with the top-1 log-probs
         Gap-K% reads (answers from a ``--use_cache`` file of another run fail these)."""
         generated = len(generation_requests(doc["text"], self.settings, self.prepared()))
-        scored = results[: len(results) - generated]  # the generated texts (str) come last
+        scored = results[: len(results) - generated] + list(em_mia)  # the generated texts (str) come after the others
         for result in scored:
             if not isinstance(result, TokenScores):
                 raise BackendWithoutTokenLogprobs(
@@ -362,6 +421,31 @@ class MembershipInferenceTask(ConfigurableTask):
                 f"give this run a --use_cache path of its own (e.g. --use_cache cache/<model name>-v2)."
             )
         return self.score_results(doc, results)
+
+    def annotate_logged_samples(self, samples: list[dict]) -> None:
+        """EM-MIA's final score of each text in ``--log_samples`` (``sample["em_mia_score"]``), once
+        every text is scored (called by patch ``samples-after-aggregation`` of
+        :mod:`pdd_tasks.lm_eval_patches`); the scores the ``em_mia_*`` metrics grade."""
+        if not self.settings.em_mia:
+            return
+        items = [sample[f"{aggregations.EM_MIA}_auc"] for sample in samples]
+        scored = aggregations.em_mia_final_scores(items)
+        for sample, (positions, *_) in zip(samples, items, strict=True):
+            sample[f"{aggregations.EM_MIA}_score"] = scored[positions[0]]  # a repeated text's copies score alike
+
+    def split_em_mia(self, results: list) -> tuple[list, list]:
+        """(the answers of the text's other requests, those of its EM-MIA requests: the last ones)."""
+        n = len(self._em_mia_texts)
+        return (results[: len(results) - n], results[len(results) - n :]) if n else (results, [])
+
+    def em_mia_values(self, doc: dict, own: TokenScores, prefixed: list, scores: dict, label: int) -> dict:
+        """The text's EM-MIA items: its places in the scored set, its column of R (ReCaLL of the text
+        after each text of the set, :func:`pdd_metrics.recall_score`) and its initial score."""
+        column = [
+            recall_score(*prefixed_pair(answer.logprobs, own.logprobs)) for answer in prefixed
+        ]  # R[i, j] = LL(x_j | x_i) / LL(x_j)
+        positions = self._em_mia_positions[doc["text"]]
+        return aggregations.em_mia_values(positions, column, scores[self.settings.em_mia_init], label)
 
     def score_results(self, doc: dict, results: list) -> dict[str, float]:
         """Every method's score of ``doc["text"]`` from the backend's answers to its requests

@@ -46,7 +46,7 @@ from pdd_tasks.errors import excerpt
 from pdd_tasks.loading.benchmark_data import DatasetError, check_texts, normalise_rows, read_local_rows
 from pdd_tasks.registry import SETTINGS, SettingError
 from pdd_tasks.tasks import aggregations
-from pdd_tasks.tasks.base import MembershipInferenceTask
+from pdd_tasks.tasks.base import EmMiaRunError, MembershipInferenceTask
 
 
 logger = logging.getLogger(__name__)
@@ -183,6 +183,11 @@ class CustomMembershipTask(MembershipInferenceTask):
     def build_metric_list(self, metadata: dict) -> list[dict]:
         self.custom = read_custom_data(metadata)
         self.dataset_inference = {} if self.custom.labelled else self.dataset_inference_aggregations(metadata)
+        if self.settings.em_mia and not self.custom.labelled:
+            raise EmMiaRunError(
+                "pdd_custom: em_mia reports the AUC and TPR of its scores against the texts' labels, and these texts "
+                "are unlabelled. Give every row a label field (1 = member, 0 = non-member), or drop em_mia."
+            )
         if self.custom.labelled:
             return super().build_metric_list(metadata)
         return [
@@ -229,7 +234,9 @@ class CustomMembershipTask(MembershipInferenceTask):
         ``samples-after-aggregation`` of :mod:`pdd_tasks.lm_eval_patches`): ``sample["ptdi"][method]``
         = its conformal p-value against the reference texts and whether Benjamini-Hochberg at
         ``target_fdr`` identifies it as a member (the texts counted by ``<method>_identified``)."""
-        if self.custom.labelled or not self.custom.has_reference:
+        if self.custom.labelled:
+            return super().annotate_logged_samples(samples)
+        if not self.custom.has_reference:
             return
         suspects = [sample for sample in samples if sample["doc"]["role"] == SUSPECT]
         for method in self.settings.methods:

@@ -89,8 +89,11 @@ def settings_table(settings, methods) -> str:
         "| setting | default | read by | what it is | accepted values | paper's value or example |",
         "|---|---|---|---|---|---|",
     ]
+    from pdd_tasks.registry import DATASET_METHOD_SETTINGS
+
     for setting in settings:
         readers = [name for name, method in methods.items() if setting.name in {s.name for s in method.settings}]
+        readers += [name for name, group in DATASET_METHOD_SETTINGS.items() if setting in group]  # EM-MIA's
         read_by = ", ".join(f"`{name}`" for name in readers) or "every method (scoring path)"
         switch = " Turns its method on or off." if setting.switch else ""
         hint = setting.hint.strip()
@@ -129,6 +132,10 @@ def render_settings_page(settings=None, methods=None) -> str:
             "asks the backend for more texts per text (the lowercased text, a prefixed text, neighbours).",
             "",
             methods_table(settings, methods),
+            "",
+            "EM-MIA (`em_mia`, off by default) is not in this table: its score of a text depends on every text",
+            "of the run, so the task computes it after scoring, from each text scored after every other",
+            "([Methods](methods.md#em-mia-em_mia-kim-et-al-eacl-2026-em_mia-true)).",
             "",
             "## Every setting",
             "",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pdd_tasks.errors import UserError
 from pdd_tasks.loading.files import DatasetError, read_json, read_jsonl
-from pdd_tasks.registry import METHOD_NAMES, SETTINGS, ScoringSettings, label
+from pdd_tasks.registry import EM_MIA, METHOD_NAMES, SETTINGS, ScoringSettings, label
 from pdd_tasks.tasks.aggregations import BLIND, FEW_TEXTS, null_auc_standard_error
 
 
@@ -75,7 +75,7 @@ def read_results(file: Path) -> dict:
 
 def pdd_tasks_of(results: dict) -> list[str]:
     """The labelled pdd tasks of a results JSON (those with a method's or the blind AUC), by name."""
-    prefixes = (*METHOD_NAMES, BLIND)
+    prefixes = (*METHOD_NAMES, EM_MIA, BLIND)
     return sorted(
         (
             name
@@ -612,7 +612,7 @@ def method_table(
     no_lowercase = [task for task in tasks if lowercase_off(results, task)]
     methods = [
         m
-        for m in (BLIND, *METHOD_NAMES)
+        for m in (BLIND, *METHOD_NAMES, EM_MIA)
         if any(f"{m}_auc,none" in results["results"][t] for t in tasks) or (m == "lowercase" and no_lowercase)
     ]
     header = ["method"] + [f"{task} {METRIC_LABELS[metric]}" for task in tasks for metric in metrics]
