@@ -38,6 +38,7 @@ from conftest import (
 )
 from test_cli_end_to_end import STOCK_TASK
 
+from pdd_tasks.lm_eval_patches import VLLM_WORKER_EXTENSION
 from pdd_tasks.registry import DEFAULT_METHODS
 
 
@@ -171,6 +172,7 @@ def vllm_run(model_dir, tasks, include, directory, engine_args: str = "", check=
     )
     finished, seconds = vllm_lm_eval(args, cwd=directory, home=directory / "home")
     (directory / "lm_eval.stderr").write_text(finished.stderr)
+    (directory / "lm_eval.stdout").write_text(finished.stdout)  # vLLM's log (its processes' too)
     label = directory.name.rstrip("0123456789")
     print(f"\nlm_eval --model vllm ({label}: {', '.join(tasks)}): {seconds:.0f} s wall, engine start included")
     if check:
@@ -205,14 +207,16 @@ def hf_run(model_dir, tasks, include, directory, model_args: str = "", **metadat
 
 @pytest.fixture(scope="module")
 def vllm_exact(tiny_model, tiny_table, task_dir, tmp_path_factory):
-    """One engine run, exact mode (the full distribution at every position), all the exact tasks."""
+    """One engine run, exact mode (the full distribution at every position), all the exact tasks; the
+    engine made with the worker extension, so that its worker computes the values (patch
+    vllm-worker-prompt-stats)."""
     directory = tmp_path_factory.mktemp("vllm-exact")
     return vllm_run(
         tiny_model,
         EXACT_TASKS,
         task_dir,
         directory,
-        "max_logprobs=-1,",
+        f"max_logprobs=-1,worker_extension_cls={VLLM_WORKER_EXTENSION},",
         freq_table=str(tiny_table),
         exact_mu_sigma=True,
     )
@@ -308,11 +312,17 @@ def test_exact_mode_is_recorded(vllm_exact):
     assert results["config"]["model"] == "vllm"
     recorded = results["configs"][TASK]["metadata"]["token_scores"]
     assert recorded["backend"] == "vllm"
-    assert recorded["mu_sigma"] == "exact (full vocabulary from vLLM prompt_logprobs=-1)"
-    # read from the arrays patch vllm-prompt-logprob-arrays keeps (vLLM 0.32): the capture warns (the
-    # lm_eval command shows pdd_tasks' warnings) when it reads vLLM's own per-value lists instead
+    # computed by vLLM's worker (patch vllm-worker-prompt-stats, applied there through the worker
+    # extension): recorded so, and no warning of a fallback (the lm_eval command shows pdd_tasks'
+    # warnings: no worker extension, another vLLM, vLLM's own per-value lists)
+    assert recorded["mu_sigma"] == "exact (full vocabulary, computed on vLLM's worker: patch vllm-worker-prompt-stats)"
     stderr = (vllm_exact.parent / "lm_eval.stderr").read_text()
-    assert "Running loglikelihood requests" in stderr and "per-value lists" not in stderr
+    assert "Running loglikelihood requests" in stderr
+    assert "per-value lists" not in stderr and "worker_extension_cls=" not in stderr.split("Running loglikelihood")[1]
+    # vLLM's own log: the extension added to the worker; the capture raises where the worker, asked to
+    # compute the values, sends the full log-probs (so the record above says every answer came so)
+    vllm_log = (vllm_exact.parent / "lm_eval.stdout").read_text() + stderr
+    assert f"Injected <class '{VLLM_WORKER_EXTENSION}'>" in vllm_log
 
 
 #: vLLM's own LogprobsProcessor (no engine): the patch keeps the marked exact requests' chunks as

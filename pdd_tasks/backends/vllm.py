@@ -546,6 +546,11 @@ def _answer_batch(lm, batch: list[EncodedText], cuts: list[int], params, wanted:
                 "vLLM returned the outputs of another prompt (prompt token ids differ); outputs "
                 "must come back in request order."
             )
+        if wanted.on_worker and parsed.worker_stats is None:
+            raise RuntimeError(
+                "vLLM's worker was asked to compute exact mode's values (patch vllm-worker-prompt-stats, "
+                "applied there) but sent the full prompt log-probs; the request's mark did not reach it."
+            )
         mu, sigma = mu_sigma_from_listed(parsed, vocab_size, wanted)
         if wanted.exact:
             _log_exact_form(
