@@ -4,9 +4,12 @@ The pdd tasks run inside lm-evaluation-harness's own evaluation loop. Most of wh
 lm-eval's public interface (a task class, aggregations, ``register_model`` for ``hf-pdd``), but a
 few things can only be had by replacing a function or property of lm-eval at run time. Each such
 replacement is a :class:`Patch` in :data:`PATCHES`, with what it is for and which lm-eval code it
-replaces; nothing else in this package sets attributes on lm-eval's classes or modules. One patch
-replaces vLLM code instead (``vllm-prompt-logprob-arrays``: exact mode's prompt log-probs kept as
-arrays), behind a gate of its own (:data:`VLLM_VERSION`).
+replaces; nothing else in this package sets attributes on lm-eval's classes or modules. Two patches
+replace vLLM code instead, behind a gate of their own (:data:`VLLM_VERSION`):
+``vllm-prompt-logprob-arrays`` (exact mode's prompt log-probs kept as arrays in the process that made
+the ``vllm.LLM``) and ``vllm-worker-prompt-stats`` (exact mode's values computed in vLLM's worker
+process, only in an engine made with ``worker_extension_cls`` = :data:`VLLM_WORKER_EXTENSION`, which
+the vLLM capture asks to apply it there: :func:`vllm_worker_prompt_stats`).
 
 When: :func:`apply` applies them all, idempotently. It is called explicitly where a pdd task is
 built (``MembershipInferenceTask.__init__``, ``ExchangeabilityTask.__init__``) and by
@@ -37,7 +40,7 @@ themselves (:func:`pdd_tasks.errors.run_reporting_user_errors`).
 Not patches (additions through lm-eval's own interfaces, nothing of lm-eval replaced):
 ``@register_model("hf-pdd")`` in :mod:`pdd_tasks.backends.hf` (a subclass of ``HFLM``, as
 lm-eval's ``hf_steered.py``), and values the captures cache on a model *object*
-(``_pdd_model_info``, ``_pdd_processes_checked``).
+(``_pdd_model_info``, ``_pdd_processes_checked``, ``_pdd_worker_prompt_stats``).
 """
 
 from __future__ import annotations

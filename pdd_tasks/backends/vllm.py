@@ -25,7 +25,11 @@ instead (``VLLM.loglikelihood`` routes them here: patch ``vllm-loglikelihood`` o
   :mod:`pdd_tasks.lm_eval_patches` (vLLM 0.32) keeps those values as the arrays vLLM received
   (:class:`PromptLogprobArrays`), read here without a Python object per value; where the patch is
   not in effect (another vLLM, data-parallel replicas) vLLM's own lists are read, with the same
-  result. Texts are sent in batches of at most :data:`EXACT_ENTRIES_PER_BATCH` values.
+  result. Texts are sent in batches of at most :data:`EXACT_ENTRIES_PER_BATCH` values. On an engine
+  made with ``worker_extension_cls=pdd_tasks.lm_eval_patches.VllmWorkerExtension`` (vLLM 0.32), exact
+  requests also carry :data:`WORKER_STATS_KEY`, and vLLM's worker (patch ``vllm-worker-prompt-stats``)
+  computes log p(x_i), the most likely token, max log p, mu and sigma there and sends those
+  (:func:`prompt_stats_rows`) instead of the |V| + 1 values, sorted, per token.
 
 The results JSON records which was used (``configs.<task>.metadata.token_scores.mu_sigma``).
 
