@@ -396,6 +396,78 @@ def test_the_patch_keeps_exact_prompt_logprobs_as_arrays_in_vllms_processor():
     assert result["same"] and result["flat_equal"] and result["restored"]
 
 
+#: One engine made with the worker extension (vllm.LLM directly), one generate call that mixes a request
+#: marked for the worker's values, the same request marked for arrays only, an unmarked one and a top-5 one.
+WORKER_SCRIPT = """
+import json, sys
+import numpy as np
+from vllm import LLM, SamplingParams
+from vllm.inputs import TokensPrompt
+from pdd_tasks import lm_eval_patches
+from pdd_tasks.backends.vllm import LogprobRequest, mu_sigma_from_listed, parse_prompt_logprobs, sampling_params
+
+if __name__ == "__main__":
+    llm = LLM(model=sys.argv[1], dtype="float32", max_logprobs=-1, enforce_eager=True, max_model_len=256,
+              worker_extension_cls=lm_eval_patches.VLLM_WORKER_EXTENSION)
+    lm_eval_patches.apply()  # vllm-prompt-logprob-arrays, in this process
+    installed = llm.collective_rpc("lm_eval_pdd_prompt_stats")
+    tokens = [0, 17, 402, 9, 33, 250, 7, 98, 4, 611, 12, 5]
+    exact = LogprobRequest(topk=0, exact=True)
+    params = [
+        sampling_params(SamplingParams, LogprobRequest(topk=0, exact=True, on_worker=True)),
+        sampling_params(SamplingParams, exact),
+        SamplingParams(temperature=0, max_tokens=1, detokenize=False, prompt_logprobs=-1, flat_logprobs=True),
+        sampling_params(SamplingParams, LogprobRequest(topk=5, exact=False)),
+    ]
+    outputs = llm.generate([TokensPrompt(prompt_token_ids=tokens)] * 4, params)
+    worker, arrays, unmarked, topk = (parse_prompt_logprobs(tokens, o.prompt_logprobs, 1) for o in outputs)
+    vocab = llm.llm_engine.model_config.get_vocab_size()
+    got, want = mu_sigma_from_listed(worker, vocab, exact), mu_sigma_from_listed(arrays, vocab, exact)
+    print("RESULT " + json.dumps({  # vLLM logs to stdout too, also at shutdown
+        "installed": installed,
+        "kinds": [type(o.prompt_logprobs).__name__ for o in outputs],
+        "widths": [o.prompt_logprobs.token_ids.shape[1] if type(o.prompt_logprobs).__name__ == "PromptLogprobArrays"
+                   else None for o in outputs],
+        "worker_stats": [p.worker_stats is not None for p in (worker, arrays, unmarked, topk)],
+        "logprobs": float(np.abs(worker.logprobs - arrays.logprobs).max()),
+        "unmarked_logprobs": float(np.abs(unmarked.logprobs - arrays.logprobs).max()),
+        "mu": float(np.abs(got[0] - want[0]).max()), "sigma": float(np.abs(got[1] - want[1]).max()),
+        "greedy": [worker.is_greedy, arrays.is_greedy],
+        "topk_listed": sorted({len(values) for values in topk.listed}),
+    }))
+"""
+
+
+def test_the_worker_computes_marked_requests_only(tiny_model):
+    """Patch vllm-worker-prompt-stats on a real engine's worker (made with the worker extension, applied
+    through collective_rpc): in one batch, the request marked for it gets 4 values per position whose
+    mu/sigma equal those computed here from the full distribution the same request gets when marked for
+    arrays only; an unmarked exact request and a top-5 request get what stock vLLM sends."""
+    env = dict(os.environ, **OFFLINE, **VLLM_CPU_ENV, PYTHONPATH=str(REPO))
+    env.pop("VIRTUAL_ENV", None)
+    finished = subprocess.run(
+        [str(VENV / "bin" / "python"), "-c", WORKER_SCRIPT, str(tiny_model)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert finished.returncode == 0, finished.stderr[-8000:]
+    (line,) = [line for line in finished.stdout.splitlines() if line.startswith("RESULT ")]
+    result = json.loads(line.removeprefix("RESULT "))
+    print(f"\nthe worker's values against the full distribution's: {result}")
+    assert result["installed"] == [None]  # one worker, the patch applied there
+    assert result["kinds"] == ["PromptLogprobArrays", "PromptLogprobArrays", "FlatLogprobs", "FlatLogprobs"]
+    vocab_columns = result["widths"][1]
+    assert result["widths"] == [4, vocab_columns, None, None] and vocab_columns > 4
+    assert result["worker_stats"] == [True, False, False, False]
+    assert result["logprobs"] <= 1e-6 and result["unmarked_logprobs"] == 0.0
+    assert result["mu"] <= 1e-5 and result["sigma"] <= 1e-5
+    assert result["greedy"][0] == result["greedy"][1]
+    assert result["topk_listed"] in ([5], [5, 6], [6])  # x_i once more where it is not among the top 5
+
+
 # -- the default top-k mode ---------------------------------------------------------------------------
 
 
