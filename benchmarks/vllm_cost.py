@@ -11,17 +11,21 @@ the same requests of the first ``--texts`` documents (each text and its lowercas
 sends them) are answered and scored (``process_results``) by:
 
 - ``vllm top-20``: ``prompt_logprobs=20``, Min-K%++'s mu/sigma estimated from the top 20;
-- ``vllm exact``: ``exact_mu_sigma``: ``prompt_logprobs=-1``, all |V| log-probs per token, kept as
-  arrays by patch ``vllm-prompt-logprob-arrays`` (pdd_tasks/lm_eval_patches.py);
-- ``vllm exact, vLLM's lists``: the same with that patch suspended (vLLM's own output processing, one
-  Python list entry per value: the cost before the patch);
+- ``vllm exact, on the worker``: ``exact_mu_sigma`` (``prompt_logprobs=-1``), the values computed by
+  vLLM's worker (patch ``vllm-worker-prompt-stats``, the engine made with its ``worker_extension_cls``):
+  4 values per token come back;
+- ``vllm exact, arrays``: the same with that patch suspended: all |V| log-probs per token, sorted by
+  the worker and kept as arrays by patch ``vllm-prompt-logprob-arrays`` (pdd_tasks/lm_eval_patches.py);
+- ``vllm exact, vLLM's lists``: both patches suspended (vLLM's own output processing, one Python list
+  entry per value: the cost before either patch);
 - ``hf``: the HF capture (exact mu/sigma computed on the device).
 
 Prints the median time per text of each, the ratios, the largest difference of each vLLM capture's
 per-text scores (every method) and of its Min-K%++ mu from HF's, and the peak resident memory of this
 process (vLLM's engine and worker are other processes). ``--profile`` then runs ``vllm exact`` once
 under cProfile and prints where this process's time went, and times here what vLLM's worker adds for
-it (a sort of the whole distribution at every position, ``torch.topk`` with k = |V|).
+it without patch ``vllm-worker-prompt-stats`` (a sort of the whole distribution at every position,
+``torch.topk`` with k = |V|).
 
 ``--model`` defaults to the converted default model (``lm-eval-pdd default-model`` writes it).
 """
@@ -108,10 +112,17 @@ def main() -> None:
     from pdd_tasks.tools.default_model import default_model_dir
 
     model_dir = args.model or str(default_model_dir())
-    vllm = VLLM(pretrained=model_dir, dtype="float32", max_logprobs=-1, enforce_eager=True, batch_size="auto")
+    vllm = VLLM(
+        pretrained=model_dir,
+        dtype="float32",
+        max_logprobs=-1,
+        enforce_eager=True,
+        batch_size="auto",
+        worker_extension_cls=lm_eval_patches.VLLM_WORKER_EXTENSION,
+    )
     hf = HFLM(pretrained=model_dir, dtype="float32", device="cpu", batch_size=8)
     lm_eval_patches.apply()  # after lm-eval's vLLM module is loaded: both backends route per-token requests
-    arrays = next(patch for patch in lm_eval_patches.PATCHES if patch.name == "vllm-prompt-logprob-arrays")
+    arrays, worker = (lm_eval_patches.VLLM_PROMPT_LOGPROB_ARRAYS, lm_eval_patches.WORKER_PROMPT_STATS)
     manager = TaskManager(include_path=tasks_path())
     task = manager.load(args.task)["tasks"][args.task]
     docs = list(task.test_docs())[: args.texts]
@@ -123,18 +134,21 @@ def main() -> None:
     exact = [dataclasses.replace(request, exact_mu_sigma=True) for request in requests]
     # A task object per capture: a task refuses answers from two models (top-k and exact answers
     # carry different distribution statistics).
-    names = ["vllm top-20", "vllm exact", "vllm exact, vLLM's lists", "hf"]
+    names = ["vllm top-20", "vllm exact, on the worker", "vllm exact, arrays", "vllm exact, vLLM's lists", "hf"]
     if args.no_lists:
         names.remove("vllm exact, vLLM's lists")
     scorers = {name: manager.load(args.task)["tasks"][args.task] for name in names}
 
-    def suspended_arrays():
-        return arrays.suspended()
+    @contextlib.contextmanager
+    def suspended_both():
+        with worker.suspended(), arrays.suspended():
+            yield
 
     runs = {
         "vllm top-20": (vllm, requests, contextlib.nullcontext),
-        "vllm exact": (vllm, exact, contextlib.nullcontext),
-        "vllm exact, vLLM's lists": (vllm, exact, suspended_arrays),
+        "vllm exact, on the worker": (vllm, exact, contextlib.nullcontext),
+        "vllm exact, arrays": (vllm, exact, worker.suspended),
+        "vllm exact, vLLM's lists": (vllm, exact, suspended_both),
         "hf": (hf, requests, contextlib.nullcontext),
     }
 
@@ -143,7 +157,7 @@ def main() -> None:
         with context():
             return answer_and_score(lm, scorers[name], docs, sent)
 
-    print(f"patches in effect: {', '.join(lm_eval_patches.applied())}")
+    print(f"patches in effect here: {', '.join(lm_eval_patches.applied())}")
     for name in names:  # untimed: one document each, so that no timed run pays a first call's costs
         lm, sent, context = runs[name]
         with context():
@@ -185,24 +199,25 @@ def main() -> None:
         )
         worst = max(methods, key=methods.get)
         print(
-            f"{name}: largest |mu - hf mu| over all tokens {largest:.3g}; largest per-text score difference "
+            f"{name} ({answers[name][0].model.distribution_stats}): largest |mu - hf mu| over all tokens "
+            f"{largest:.3g}; largest per-text score difference "
             f"from hf {methods[worst]:.3g} ({worst}{'; Min-K%++ and Gap-K% excluded: estimated' if 'top' in name else ''})"
         )
 
     if args.profile:
         profile = cProfile.Profile()
         profile.enable()
-        run("vllm exact")
+        run("vllm exact, arrays")
         profile.disable()
         text = io.StringIO()
         pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(15)
-        print("\nvllm exact under cProfile (this process; the engine core and worker are other processes):")
+        print("\nvllm exact, arrays under cProfile (this process; the engine core and worker are other processes):")
         print(text.getvalue())
-        positions = sum(answer.token_ids.size for answer in answers["vllm exact"])
+        positions = sum(answer.token_ids.size for answer in answers["vllm exact, arrays"])
         print(
             f"The worker's sort, estimated in this process: torch.topk with k = |V| (vLLM's "
             f"Sampler.gather_logprobs for prompt_logprobs=-1) over the exact pass's {positions} positions: "
-            f"{topk_seconds(positions, vocab):.1f} s; one exact pass took {statistics.median(seconds['vllm exact']):.1f} s, "
+            f"{topk_seconds(positions, vocab):.1f} s; one exact pass took {statistics.median(seconds['vllm exact, arrays']):.1f} s, "
             f"one top-20 pass {statistics.median(seconds['vllm top-20']):.1f} s."
         )
 

@@ -512,7 +512,9 @@ GENERAL_SETTINGS = (
         False,
         flag,
         "--model vllm only: ask for the full next-token distribution (prompt_logprobs=-1; needs "
-        "max_logprobs=-1 in --model_args) so that Min-K%++'s mu/sigma are exact.",
+        "max_logprobs=-1 in --model_args) so that Min-K%++'s mu/sigma are exact. With "
+        "worker_extension_cls=pdd_tasks.lm_eval_patches.VllmWorkerExtension in --model_args too, vLLM's "
+        "worker computes them (about the top-k mode's cost instead of about twice it).",
     ),
     Setting(
         "convention",

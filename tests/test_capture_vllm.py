@@ -21,13 +21,17 @@ from pdd_tasks.backends.base import PerTokenRequest, TextTooLongError, TokenScor
 from pdd_tasks.backends.vllm import (
     ARRAYS_KEY,
     VLLM_MODULE,
+    WORKER_STATS_KEY,
     EngineLimitError,
     LogprobRequest,
     PromptLogprobArrays,
     _log_exact_form,
+    mu_sigma_from_listed,
     parse_prompt_logprobs,
+    prompt_stats_rows,
     sampling_params,
     score_per_token_vllm,
+    top1_from_listed,
     wants_prompt_logprob_arrays,
 )
 from tests.conftest import wikimia_rows
@@ -121,21 +125,36 @@ def test_prompt_is_the_stock_empty_context_encoding(vllm_lm):
     assert {p.prompt_logprobs for p in params} == {20} and {p.max_tokens for p in params} == {1}
 
 
-@pytest.mark.parametrize("arrays", [True, False], ids=["arrays", "vllm-lists"])
-def test_exact_mode_equals_the_hf_capture(tiny_model, hf_scores, arrays, caplog):
-    """Read from the arrays patch vllm-prompt-logprob-arrays keeps, or from vLLM's own lists (another
-    vLLM, data-parallel replicas; with a warning about the cost): the same values as the HF capture."""
-    lm = make_vllm_lm(tiny_model, max_model_len=256, max_logprobs=-1, keeps_arrays=arrays)
+@pytest.mark.parametrize("form", ["worker", "arrays", "lists"])
+def test_exact_mode_equals_the_hf_capture(tiny_model, hf_scores, form, caplog):
+    """Computed by vLLM's worker (patch vllm-worker-prompt-stats), read from the arrays patch
+    vllm-prompt-logprob-arrays keeps, or from vLLM's own lists (another vLLM, data-parallel replicas;
+    with a warning about the cost): the same values as the HF capture."""
+    worker = form == "worker"
+    lm = make_vllm_lm(tiny_model, max_model_len=256, max_logprobs=-1, keeps_arrays=form != "lists", on_worker=worker)
     _log_exact_form.cache_clear()  # said once per process
     with caplog.at_level(logging.INFO, logger="pdd_tasks.backends.vllm"):
-        answers = score(lm, [per_token(text, i, exact_mu_sigma=True) for i, text in enumerate(TEXTS)])
+        answers = score_per_token_vllm(
+            lm,
+            [per_token(text, i, exact_mu_sigma=True) for i, text in enumerate(TEXTS)],
+            disable_tqdm=True,
+            sampling_params_cls=SamplingParams,
+            worker_stats=lambda model: worker,
+        )
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    assert warnings == ([] if arrays else [warnings[0]]) and ("kept as arrays" in caplog.text) is arrays
-    assert arrays or "per-value lists" in warnings[0]
+    assert warnings == ([] if form != "lists" else [warnings[0]])
+    said = {"worker": "computed on vLLM's worker", "arrays": "kept as arrays", "lists": "per-value lists"}
+    assert [form for form, text in said.items() if text in caplog.text] == [form]
     vocab = lm.model.llm_engine.model_config.get_vocab_size()
     ((_, params),) = lm.model.calls
     assert {p.prompt_logprobs for p in params} == {-1}
     assert {p.extra_args[ARRAYS_KEY] for p in params} == {True}  # marked for the patch
+    assert {p.extra_args.get(WORKER_STATS_KEY, False) for p in params} == {worker}  # and for the worker's
+    if worker:  # 4 values per position came back, not |V| + 1
+        assert all(
+            answer.model.distribution_stats.startswith("exact (full vocabulary, computed on vLLM's worker")
+            for answer in answers
+        )
     for got, want in zip(answers, hf_scores, strict=True):
         assert isinstance(got, TokenScores)
         np.testing.assert_array_equal(got.token_ids, want.token_ids)
@@ -200,6 +219,55 @@ def test_only_exact_requests_without_token_strings_are_kept_as_arrays():
     assert not wants_prompt_logprob_arrays(exact, detokenizes=True)  # the arrays hold no token strings
     unmarked = SamplingParams(temperature=0, max_tokens=1, detokenize=False, prompt_logprobs=-1)
     assert not wants_prompt_logprob_arrays(unmarked, detokenizes=False)  # another program's request
+
+
+def test_worker_rows_give_the_full_rows_values(tiny_model):
+    """What vLLM's worker sends under patch vllm-worker-prompt-stats (prompt_stats_rows: 4 values per
+    position) parses to the values the full rows of the same logits give (the arrays path), and a
+    vocabulary of 3 tokens, whose full rows are 4 wide too, is not taken for them."""
+    tokens = [0] + np.random.default_rng(2).integers(1, 1000, 11).tolist()
+    logits = torch.randn(len(tokens) - 1, 1000, generator=torch.Generator().manual_seed(3)) * 4
+    logits[2, tokens[3]] = 50.0  # x_3 the most likely token at its position
+    targets = torch.tensor(tokens[1:])
+    stats, full = PromptLogprobArrays(), PromptLogprobArrays()
+    stats.append_chunk(*prompt_stats_rows(logits, targets))
+    rows = torch.log_softmax(logits, -1)
+    top = torch.topk(rows, rows.shape[1])
+    full.append_chunk(
+        torch.cat([targets[:, None], top.indices], 1),
+        torch.cat([rows.gather(1, targets[:, None]), top.values], 1),
+        (rows >= rows.gather(1, targets[:, None])).sum(1),
+    )
+    exact = LogprobRequest(topk=0, exact=True)
+    for start in (1, 5):
+        got, want = (parse_prompt_logprobs(tokens, arrays, start) for arrays in (stats, full))
+        assert got.worker_stats is not None and want.worker_stats is None
+        np.testing.assert_array_equal(got.token_ids, want.token_ids)
+        np.testing.assert_array_equal(got.logprobs, want.logprobs)
+        assert got.is_greedy == want.is_greedy
+        for a, b in zip(mu_sigma_from_listed(got, 1000, exact), mu_sigma_from_listed(want, 1000, exact), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(top1_from_listed(got), top1_from_listed(want))
+    np.testing.assert_array_equal(stats.ranks, full.ranks)
+    small = PromptLogprobArrays()  # |V| = 3: x_i and then 3 token ids per row
+    ids = torch.tensor([[1, 2, 0, 1], [2, 2, 1, 0]])
+    small.append_chunk(ids, torch.log_softmax(torch.randn(2, 4), -1), torch.tensor([2, 1]))
+    assert parse_prompt_logprobs([0, 1, 2], small, 1).worker_stats is None
+
+
+def test_an_engine_without_the_worker_extension_reads_the_full_log_probs(tiny_model, caplog):
+    """vllm_worker_prompt_stats: an engine not made with worker_extension_cls gets the full prompt
+    log-probs, with one warning naming the engine argument that fixes it; suspending the patch asks
+    for the stock worker output whatever the engine."""
+    lm = make_vllm_lm(tiny_model, max_model_len=256, max_logprobs=-1)
+    with caplog.at_level(logging.WARNING):
+        assert not lm_eval_patches.vllm_worker_prompt_stats(lm)
+        assert not lm_eval_patches.vllm_worker_prompt_stats(lm)
+    (warning,) = [r.getMessage() for r in caplog.records if "worker_extension_cls" in r.getMessage()]
+    assert f"worker_extension_cls={lm_eval_patches.VLLM_WORKER_EXTENSION}" in warning
+    lm._pdd_worker_prompt_stats = True  # as after the worker applied the patch
+    with lm_eval_patches.WORKER_PROMPT_STATS.suspended():
+        assert not lm_eval_patches.vllm_worker_prompt_stats(lm)
 
 
 def test_prompt_logprob_arrays_parse_as_vllm_lists(tiny_model):

@@ -125,7 +125,9 @@ print(json.dumps({
 }))
 """
     )
-    assert result["applied"] == result["listed"]
+    # vllm-worker-prompt-stats is applied in vLLM's worker process only (VllmWorkerExtension; tested on
+    # the real engine in test_vllm_engine.py): nothing of it in this process
+    assert result["applied"] == [name for name in result["listed"] if name != "vllm-worker-prompt-stats"]
     assert result["changed"] == [
         "HFLM._model_generate",
         "HFLM.loglikelihood",
@@ -173,6 +175,55 @@ print(json.dumps({"applied": lm_eval_patches.applied(), "messages": messages,
     assert message.startswith("vLLM 0.40.1 is installed") and "not applied" in message and "0.32" in message
     assert "vllm-prompt-logprob-arrays" not in result["lm_eval_message"]
     assert "vllm-loglikelihood" in result["lm_eval_message"]
+
+
+def test_the_worker_patch_is_applied_by_the_worker_extension_only():
+    """vllm-worker-prompt-stats: nothing in a process until the worker extension's method runs there
+    (vLLM's worker); then the runner's class carries it, suspended() gives the stock method back, and it
+    is declined, with the reason, for another vLLM or a runner without the method. (On vLLM's real
+    worker: tests/test_vllm_engine.py.)"""
+    result = python(
+        """
+import json, sys, types
+sys.modules["vllm"] = types.SimpleNamespace(__version__="0.32.0")
+from pdd_tasks import lm_eval_patches
+
+class Runner:  # the method's owner in vLLM 0.32 (GPUModelRunner, inherited by CPUModelRunner)
+    def _get_prompt_logprobs_dict(self, hidden_states, num_scheduled_tokens):
+        return "stock"
+
+class CPURunner(Runner):
+    pass
+
+patch = lm_eval_patches.WORKER_PROMPT_STATS
+worker = type("Worker", (lm_eval_patches.VllmWorkerExtension,), {})()
+worker.model_runner = CPURunner()
+lm_eval_patches.apply()
+before = patch.is_applied()
+installed = worker.lm_eval_pdd_prompt_stats()
+runner = CPURunner()
+runner.num_prompt_logprobs, runner.requests = {}, {}
+with patch.suspended():
+    suspended = (patch.is_applied(), runner._get_prompt_logprobs_dict(0, {}))
+marked = [cls.__name__ for cls in (Runner, CPURunner)
+          if getattr(vars(cls).get("_get_prompt_logprobs_dict"), "__lm_eval_pdd_patch__", None)]
+after = (patch.is_applied(), marked, runner._get_prompt_logprobs_dict(0, {}))
+worker.model_runner = object()
+no_method = worker.lm_eval_pdd_prompt_stats()
+sys.modules["vllm"].__version__ = "0.40.1"
+other = worker.lm_eval_pdd_prompt_stats()
+print(json.dumps({"before": before, "installed": installed, "suspended": suspended, "after": after,
+                  "no_method": no_method, "other": other}))
+"""
+    )
+    assert result["before"] is False and result["installed"] is None
+    # suspended: the stock method
+    assert result["suspended"] == [False, "stock"]
+    # applied on the worker's runner class, not on the class that defines the stock method; no request
+    # marked: the stock method's answer
+    assert result["after"] == [True, ["CPURunner"], "stock"]
+    assert "vllm-worker-prompt-stats is not applied" in result["no_method"]
+    assert result["other"].startswith("vLLM 0.40.1 is installed") and "vllm-worker-prompt-stats" in result["other"]
 
 
 def test_library_use_keeps_the_excepthook():

@@ -40,6 +40,7 @@ from conftest import (
 )
 from test_cli_end_to_end import STOCK_TASK
 
+from pdd_tasks.lm_eval_patches import VLLM_WORKER_EXTENSION
 from pdd_tasks.registry import DEFAULT_METHODS
 
 
@@ -167,6 +168,7 @@ def vllm_run(model_dir, tasks, include, directory, engine_args: str = "", check=
     )
     finished, seconds = vllm_lm_eval(args, cwd=directory, home=directory / "home")
     (directory / "lm_eval.stderr").write_text(finished.stderr)
+    (directory / "lm_eval.stdout").write_text(finished.stdout)  # vLLM's log (its processes' too)
     label = directory.name.rstrip("0123456789")
     print(f"\nlm_eval --model vllm ({label}: {', '.join(tasks)}): {seconds:.0f} s wall, engine start included")
     if check:
@@ -201,14 +203,16 @@ def hf_run(model_dir, tasks, include, directory, model_args: str = "", **metadat
 
 @pytest.fixture(scope="module")
 def vllm_exact(tiny_model, tiny_table, task_dir, tmp_path_factory):
-    """One engine run, exact mode (the full distribution at every position), all the exact tasks."""
+    """One engine run, exact mode (the full distribution at every position), all the exact tasks; the
+    engine made with the worker extension, so that its worker computes the values (patch
+    vllm-worker-prompt-stats)."""
     directory = tmp_path_factory.mktemp("vllm-exact")
     return vllm_run(
         tiny_model,
         EXACT_TASKS,
         task_dir,
         directory,
-        "max_logprobs=-1,",
+        f"max_logprobs=-1,worker_extension_cls={VLLM_WORKER_EXTENSION},",
         freq_table=str(tiny_table),
         exact_mu_sigma=True,
     )
@@ -304,11 +308,17 @@ def test_exact_mode_is_recorded(vllm_exact):
     assert results["config"]["model"] == "vllm"
     recorded = results["configs"][TASK]["metadata"]["token_scores"]
     assert recorded["backend"] == "vllm"
-    assert recorded["mu_sigma"] == "exact (full vocabulary from vLLM prompt_logprobs=-1)"
-    # read from the arrays patch vllm-prompt-logprob-arrays keeps (vLLM 0.32): the capture warns (the
-    # lm_eval command shows pdd_tasks' warnings) when it reads vLLM's own per-value lists instead
+    # computed by vLLM's worker (patch vllm-worker-prompt-stats, applied there through the worker
+    # extension): recorded so, and no warning of a fallback (the lm_eval command shows pdd_tasks'
+    # warnings: no worker extension, another vLLM, vLLM's own per-value lists)
+    assert recorded["mu_sigma"] == "exact (full vocabulary, computed on vLLM's worker: patch vllm-worker-prompt-stats)"
     stderr = (vllm_exact.parent / "lm_eval.stderr").read_text()
-    assert "Running loglikelihood requests" in stderr and "per-value lists" not in stderr
+    assert "Running loglikelihood requests" in stderr
+    assert "per-value lists" not in stderr and "worker_extension_cls=" not in stderr.split("Running loglikelihood")[1]
+    # vLLM's own log: the extension added to the worker; the capture raises where the worker, asked to
+    # compute the values, sends the full log-probs (so the record above says every answer came so)
+    vllm_log = (vllm_exact.parent / "lm_eval.stdout").read_text() + stderr
+    assert f"Injected <class '{VLLM_WORKER_EXTENSION}'>" in vllm_log
 
 
 #: vLLM's own LogprobsProcessor (no engine): the patch keeps the marked exact requests' chunks as
@@ -380,6 +390,78 @@ def test_the_patch_keeps_exact_prompt_logprobs_as_arrays_in_vllms_processor():
     assert "vllm-prompt-logprob-arrays" in result["applied"], finished.stderr[-4000:]
     assert result["kinds"] == ["PromptLogprobArrays", "FlatLogprobs", "FlatLogprobs", "FlatLogprobs"]
     assert result["same"] and result["flat_equal"] and result["restored"]
+
+
+#: One engine made with the worker extension (vllm.LLM directly), one generate call that mixes a request
+#: marked for the worker's values, the same request marked for arrays only, an unmarked one and a top-5 one.
+WORKER_SCRIPT = """
+import json, sys
+import numpy as np
+from vllm import LLM, SamplingParams
+from vllm.inputs import TokensPrompt
+from pdd_tasks import lm_eval_patches
+from pdd_tasks.backends.vllm import LogprobRequest, mu_sigma_from_listed, parse_prompt_logprobs, sampling_params
+
+if __name__ == "__main__":
+    llm = LLM(model=sys.argv[1], dtype="float32", max_logprobs=-1, enforce_eager=True, max_model_len=256,
+              worker_extension_cls=lm_eval_patches.VLLM_WORKER_EXTENSION)
+    lm_eval_patches.apply()  # vllm-prompt-logprob-arrays, in this process
+    installed = llm.collective_rpc("lm_eval_pdd_prompt_stats")
+    tokens = [0, 17, 402, 9, 33, 250, 7, 98, 4, 611, 12, 5]
+    exact = LogprobRequest(topk=0, exact=True)
+    params = [
+        sampling_params(SamplingParams, LogprobRequest(topk=0, exact=True, on_worker=True)),
+        sampling_params(SamplingParams, exact),
+        SamplingParams(temperature=0, max_tokens=1, detokenize=False, prompt_logprobs=-1, flat_logprobs=True),
+        sampling_params(SamplingParams, LogprobRequest(topk=5, exact=False)),
+    ]
+    outputs = llm.generate([TokensPrompt(prompt_token_ids=tokens)] * 4, params)
+    worker, arrays, unmarked, topk = (parse_prompt_logprobs(tokens, o.prompt_logprobs, 1) for o in outputs)
+    vocab = llm.llm_engine.model_config.get_vocab_size()
+    got, want = mu_sigma_from_listed(worker, vocab, exact), mu_sigma_from_listed(arrays, vocab, exact)
+    print("RESULT " + json.dumps({  # vLLM logs to stdout too, also at shutdown
+        "installed": installed,
+        "kinds": [type(o.prompt_logprobs).__name__ for o in outputs],
+        "widths": [o.prompt_logprobs.token_ids.shape[1] if type(o.prompt_logprobs).__name__ == "PromptLogprobArrays"
+                   else None for o in outputs],
+        "worker_stats": [p.worker_stats is not None for p in (worker, arrays, unmarked, topk)],
+        "logprobs": float(np.abs(worker.logprobs - arrays.logprobs).max()),
+        "unmarked_logprobs": float(np.abs(unmarked.logprobs - arrays.logprobs).max()),
+        "mu": float(np.abs(got[0] - want[0]).max()), "sigma": float(np.abs(got[1] - want[1]).max()),
+        "greedy": [worker.is_greedy, arrays.is_greedy],
+        "topk_listed": sorted({len(values) for values in topk.listed}),
+    }))
+"""
+
+
+def test_the_worker_computes_marked_requests_only(tiny_model):
+    """Patch vllm-worker-prompt-stats on a real engine's worker (made with the worker extension, applied
+    through collective_rpc): in one batch, the request marked for it gets 4 values per position whose
+    mu/sigma equal those computed here from the full distribution the same request gets when marked for
+    arrays only; an unmarked exact request and a top-5 request get what stock vLLM sends."""
+    env = dict(os.environ, **OFFLINE, **VLLM_CPU_ENV, PYTHONPATH=str(REPO))
+    env.pop("VIRTUAL_ENV", None)
+    finished = subprocess.run(
+        [str(VENV / "bin" / "python"), "-c", WORKER_SCRIPT, str(tiny_model)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert finished.returncode == 0, finished.stderr[-8000:]
+    (line,) = [line for line in finished.stdout.splitlines() if line.startswith("RESULT ")]
+    result = json.loads(line.removeprefix("RESULT "))
+    print(f"\nthe worker's values against the full distribution's: {result}")
+    assert result["installed"] == [None]  # one worker, the patch applied there
+    assert result["kinds"] == ["PromptLogprobArrays", "PromptLogprobArrays", "FlatLogprobs", "FlatLogprobs"]
+    vocab_columns = result["widths"][1]
+    assert result["widths"] == [4, vocab_columns, None, None] and vocab_columns > 4
+    assert result["worker_stats"] == [True, False, False, False]
+    assert result["logprobs"] <= 1e-6 and result["unmarked_logprobs"] == 0.0
+    assert result["mu"] <= 1e-5 and result["sigma"] <= 1e-5
+    assert result["greedy"][0] == result["greedy"][1]
+    assert result["topk_listed"] in ([5], [5, 6], [6])  # x_i once more where it is not among the top 5
 
 
 # -- the default top-k mode ---------------------------------------------------------------------------

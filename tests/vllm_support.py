@@ -19,7 +19,9 @@ number of log-probs >= its own, as vLLM's sampler counts); position 0 empty. For
 that patch ``vllm-prompt-logprob-arrays`` (pdd_tasks/lm_eval_patches.py) serves in vLLM 0.32, it
 returns what that patch makes of vLLM's ``LogprobsTensors`` instead: a
 :class:`~pdd_tasks.backends.vllm.PromptLogprobArrays`, in two chunks (chunked prefill)
-(``EmulatedLLM(keeps_arrays=False)``: vLLM without the patch).
+(``EmulatedLLM(keeps_arrays=False)``: vLLM without the patch). ``EmulatedLLM(on_worker=True)`` plays an
+engine whose worker runs patch ``vllm-worker-prompt-stats``: the requests it serves get the rows
+:func:`~pdd_tasks.backends.vllm.prompt_stats_rows` makes of the logits (the function that worker calls).
 """
 
 from __future__ import annotations
@@ -32,7 +34,12 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 
-from pdd_tasks.backends.vllm import PromptLogprobArrays, wants_prompt_logprob_arrays
+from pdd_tasks.backends.vllm import (
+    PromptLogprobArrays,
+    prompt_stats_rows,
+    wants_prompt_logprob_arrays,
+    wants_worker_prompt_stats,
+)
 
 
 try:  # vLLM's own classes, where the package imports
@@ -157,9 +164,12 @@ NONES = itertools.repeat(None)  # detokenize=False: no decoded tokens (vllm/v1/e
 class EmulatedLLM:
     """``vllm.LLM.generate`` for scoring prompts, computed with a transformers causal LM."""
 
-    def __init__(self, model, max_model_len: int, max_logprobs: int = 20, keeps_arrays: bool = True):
+    def __init__(
+        self, model, max_model_len: int, max_logprobs: int = 20, keeps_arrays: bool = True, on_worker: bool = False
+    ):
         self.hf_model = model.eval()
         self.keeps_arrays = keeps_arrays
+        self.on_worker = on_worker  # the worker computes marked exact requests' values (vllm-worker-prompt-stats)
         vocab_size = model.get_output_embeddings().weight.shape[0]
         self.llm_engine = SimpleNamespace(
             model_config=SimpleNamespace(
@@ -192,10 +202,13 @@ class EmulatedLLM:
             if self.keeps_arrays and wants_prompt_logprob_arrays(params, detokenizes=params.detokenize):
                 container = PromptLogprobArrays()
                 targets = torch.tensor(tokens[1:])
-                top = torch.topk(rows[:-1], vocab_size)  # vLLM's Sampler.gather_logprobs, k = |V|
-                ids = torch.cat([targets[:, None], top.indices], dim=1).to(torch.int32)
-                values = torch.cat([rows[:-1].gather(1, targets[:, None]), top.values], dim=1)
-                ranks = (rows[:-1] >= values[:, :1]).sum(1)
+                if self.on_worker and wants_worker_prompt_stats(params):  # what the patched worker sends
+                    ids, values, ranks = prompt_stats_rows(logits[:-1].float(), targets)
+                else:
+                    top = torch.topk(rows[:-1], vocab_size)  # vLLM's Sampler.gather_logprobs, k = |V|
+                    ids = torch.cat([targets[:, None], top.indices], dim=1).to(torch.int32)
+                    values = torch.cat([rows[:-1].gather(1, targets[:, None]), top.values], dim=1)
+                    ranks = (rows[:-1] >= values[:, :1]).sum(1)
                 half = len(targets) // 2
                 for chunk in (slice(0, half), slice(half, None)):  # as the patch appends each prefill chunk
                     container.append_chunk(ids[chunk], values[chunk], ranks[chunk])
@@ -247,7 +260,9 @@ def real_vllm_class():
     return VLLM
 
 
-def make_vllm_lm(model_dir, max_model_len: int, max_logprobs: int = 20, batch_size="auto", keeps_arrays=True):
+def make_vllm_lm(
+    model_dir, max_model_len: int, max_logprobs: int = 20, batch_size="auto", keeps_arrays=True, on_worker=False
+):
     """An lm-eval ``VLLM`` (the real class where it imports, else :class:`StandInVLLM`) whose engine
     is an :class:`EmulatedLLM` over the transformers model in ``model_dir``."""
     from lm_eval.api.model import TemplateLM
@@ -258,7 +273,9 @@ def make_vllm_lm(model_dir, max_model_len: int, max_logprobs: int = 20, batch_si
     TemplateLM.__init__(lm)  # rank, world size, cache hook
     lm.tokenizer = AutoTokenizer.from_pretrained(model_dir)
     lm._config = AutoConfig.from_pretrained(model_dir)
-    lm.model = EmulatedLLM(AutoModelForCausalLM.from_pretrained(model_dir), max_model_len, max_logprobs, keeps_arrays)
+    lm.model = EmulatedLLM(
+        AutoModelForCausalLM.from_pretrained(model_dir), max_model_len, max_logprobs, keeps_arrays, on_worker
+    )
     lm.model_args = {"model": str(model_dir)}
     lm.custom_prefix_token_id = None
     lm.add_bos_token = None

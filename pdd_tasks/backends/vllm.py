@@ -25,7 +25,11 @@ instead (``VLLM.loglikelihood`` routes them here: patch ``vllm-loglikelihood`` o
   :mod:`pdd_tasks.lm_eval_patches` (vLLM 0.32) keeps those values as the arrays vLLM received
   (:class:`PromptLogprobArrays`), read here without a Python object per value; where the patch is
   not in effect (another vLLM, data-parallel replicas) vLLM's own lists are read, with the same
-  result. Texts are sent in batches of at most :data:`EXACT_ENTRIES_PER_BATCH` values.
+  result. Texts are sent in batches of at most :data:`EXACT_ENTRIES_PER_BATCH` values. On an engine
+  made with ``worker_extension_cls=pdd_tasks.lm_eval_patches.VllmWorkerExtension`` (vLLM 0.32), exact
+  requests also carry :data:`WORKER_STATS_KEY`, and vLLM's worker (patch ``vllm-worker-prompt-stats``)
+  computes log p(x_i), the most likely token, max log p, mu and sigma there and sends those
+  (:func:`prompt_stats_rows`) instead of the |V| + 1 values, sorted, per token.
 
 The results JSON records which was used (``configs.<task>.metadata.token_scores.mu_sigma``).
 
@@ -49,6 +53,7 @@ import dataclasses
 import functools
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,7 +71,7 @@ from pdd_tasks.backends.base import (
     cached_model_info,
     refuse_gradients,
 )
-from pdd_tasks.backends.token_stats import mu_sigma
+from pdd_tasks.backends.token_stats import mu_sigma, position_stats
 from pdd_tasks.errors import UserError
 
 
@@ -86,6 +91,20 @@ EXACT_ENTRIES_PER_BATCH = 2**24
 #: own keys of ``extra_args``.
 ARRAYS_KEY = "lm_eval_pdd_prompt_logprob_arrays"
 
+#: The ``SamplingParams.extra_args`` key that also marks an exact request whose per-position values
+#: vLLM's worker computes itself (patch ``vllm-worker-prompt-stats``, on an engine made with
+#: ``worker_extension_cls``): it sends :data:`STATS_COLUMNS` values per position instead of |V| + 1.
+WORKER_STATS_KEY = "lm_eval_pdd_prompt_stats"
+
+#: Width of the rows the worker sends for a :data:`WORKER_STATS_KEY` request, in vLLM's own
+#: ``LogprobsTensors`` (token ids, log-probs, rank of x_i): token ids ``[x_i, argmax, -1, -1]`` and
+#: values ``[log p(x_i), max log p, mu, sigma]`` (:func:`prompt_stats_rows`). The -1 ids (no token has
+#: one) tell them from a 3-token vocabulary's full rows.
+STATS_COLUMNS = 4
+
+#: The token id of the columns that hold a statistic, not a token's log-prob.
+NO_TOKEN = -1
+
 #: Positions per call of approximate_mu_sigma (bounds its (positions x entries) float64 arrays).
 _VALUES_PER_BLOCK = 2**22
 
@@ -99,6 +118,7 @@ class LogprobRequest:
 
     topk: int
     exact: bool
+    on_worker: bool = False  # exact: mu/sigma computed by vLLM's worker (patch vllm-worker-prompt-stats)
 
     @classmethod
     def of(cls, request: PerTokenRequest) -> LogprobRequest:
@@ -113,6 +133,8 @@ class LogprobRequest:
         return -1 if self.exact else self.topk
 
     def describe(self) -> str:
+        if self.exact and self.on_worker:
+            return "exact (full vocabulary, computed on vLLM's worker: patch vllm-worker-prompt-stats)"
         if self.exact:
             return "exact (full vocabulary from vLLM prompt_logprobs=-1)"
         return (
@@ -126,13 +148,14 @@ def sampling_params(sampling_params_cls, wanted: LogprobRequest):
     and the prompt log-probs, as stock ``VLLM._model_generate`` builds them, with
     ``prompt_logprobs=k`` (or -1) instead of 1 and, where the installed vLLM has them,
     ``flat_logprobs=True`` (a few flat lists instead of one ``Logprob`` object per value) and, in exact
-    mode, the mark :data:`ARRAYS_KEY` in ``extra_args`` (:class:`PromptLogprobArrays`)."""
+    mode, the mark :data:`ARRAYS_KEY` in ``extra_args`` (:class:`PromptLogprobArrays`), and
+    :data:`WORKER_STATS_KEY` where the worker computes the values (``wanted.on_worker``)."""
     kwargs = dict(temperature=0, max_tokens=1, detokenize=False, prompt_logprobs=wanted.prompt_logprobs)
     fields = _field_names(sampling_params_cls)
     if "flat_logprobs" in fields:
         kwargs["flat_logprobs"] = True
     if wanted.exact and "extra_args" in fields:
-        kwargs["extra_args"] = {ARRAYS_KEY: True}
+        kwargs["extra_args"] = {ARRAYS_KEY: True, **({WORKER_STATS_KEY: True} if wanted.on_worker else {})}
     return sampling_params_cls(**kwargs)
 
 
@@ -202,6 +225,38 @@ def wants_prompt_logprob_arrays(sampling_params, detokenizes: bool) -> bool:
     :data:`ARRAYS_KEY`) that asks for no token strings (``detokenize=False``: the arrays hold none)."""
     extra = getattr(sampling_params, "extra_args", None) or {}
     return extra.get(ARRAYS_KEY) is True and sampling_params.prompt_logprobs == -1 and not detokenizes
+
+
+def wants_worker_prompt_stats(sampling_params) -> bool:
+    """Whether vLLM's worker sends a request's :func:`prompt_stats_rows` instead of its full prompt
+    log-probs (patch ``vllm-worker-prompt-stats``): an exact request marked :data:`WORKER_STATS_KEY`."""
+    extra = getattr(sampling_params, "extra_args", None) or {}
+    return extra.get(WORKER_STATS_KEY) is True and getattr(sampling_params, "prompt_logprobs", None) == -1
+
+
+def prompt_stats_rows(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """What vLLM's worker sends per prompt position for a :data:`WORKER_STATS_KEY` request, in the
+    layout of vLLM's ``LogprobsTensors`` (:data:`STATS_COLUMNS` wide).
+
+    The values are the HF capture's (:func:`pdd_tasks.backends.token_stats.position_stats`: float32
+    log-softmax, as vLLM's ``Sampler.compute_logprobs``; Min-K%++ Eq. 3-4's mu and sigma), from the
+    same logits vLLM would sort and send whole.
+
+    Args:
+        logits: (n, |V|), the model's outputs at the positions that predict x_1..x_n.
+        targets: (n,), the token ids x_1..x_n.
+
+    Returns:
+        token ids (n, 4) ``[x_i, argmax_v, -1, -1]``, values (n, 4) ``[log p(x_i), max_v log p, mu,
+        sigma]``, and x_i's rank (n,) as vLLM counts it (1 + the tokens more likely).
+    """
+    stats = position_stats(logits, targets)
+    best = logits.argmax(-1)
+    ranks = (logits > logits.gather(-1, targets[:, None])).sum(-1) + 1
+    none = torch.full_like(targets, NO_TOKEN)
+    ids = torch.stack([targets, best, none, none], 1)
+    values = torch.stack([stats.logprobs, stats.top1, stats.mu, stats.sigma], 1)
+    return ids, values, ranks
 
 
 def _field_names(cls) -> set[str]:
@@ -311,8 +366,10 @@ class ParsedPrompt:
 
     token_ids: np.ndarray  # int64 (n,)
     logprobs: np.ndarray  # float64 (n,)
-    listed: list[np.ndarray] | np.ndarray  # n arrays (or rows) of distinct tokens' log-probs, x_i's included
+    listed: list[np.ndarray] | np.ndarray | None  # n arrays (or rows) of distinct tokens' log-probs, x_i's included
     is_greedy: bool
+    #: (mu, sigma, top1) per scored token, float32, where vLLM's worker computed them (no listed values)
+    worker_stats: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
 def _logprob_value(entry) -> float:
@@ -377,9 +434,20 @@ def parse_prompt_logprobs(prompt_token_ids, prompt_logprobs, start: int) -> Pars
 
 def _parse_arrays(prompt: list[int], arrays: PromptLogprobArrays, start: int) -> ParsedPrompt:
     """:func:`parse_prompt_logprobs` for :class:`PromptLogprobArrays` of an exact request: row i - 1 is
-    x_i and then all |V| tokens (x_i among them), so the listed values are the row but its first."""
+    x_i and then all |V| tokens (x_i among them), so the listed values are the row but its first; or,
+    where vLLM's worker computed them, :func:`prompt_stats_rows`' (ids ``[x_i, argmax, -1, -1]``)."""
     tokens = np.asarray(prompt[start:], dtype=np.int64)
     ids, values = arrays.token_ids[start - 1 :], arrays.logprobs[start - 1 :]
+    if ids.shape[1] == STATS_COLUMNS and np.all(ids[:, 2:] == NO_TOKEN):
+        if not np.array_equal(ids[:, 0], tokens):
+            raise ValueError("vLLM's worker sent prompt statistics of other tokens than the prompt's.")
+        return ParsedPrompt(
+            token_ids=tokens,
+            logprobs=values[:, 0].astype(np.float64),
+            listed=None,
+            is_greedy=bool(np.array_equal(ids[:, 1], tokens)),
+            worker_stats=(values[:, 2], values[:, 3], values[:, 1].astype(np.float64)),
+        )
     if ids.shape[1] < 2 or not np.array_equal(ids[:, 0], tokens):
         raise ValueError(
             "vLLM's prompt log-prob rows do not begin with the prompt tokens; expected x_i first at "
@@ -399,7 +467,10 @@ def mu_sigma_from_listed(
     parsed: ParsedPrompt, vocab_size: int, wanted: LogprobRequest
 ) -> tuple[np.ndarray, np.ndarray]:
     """Min-K%++'s mu/sigma per scored token: exact when vLLM listed the whole vocabulary, else the
-    top-k estimate of :func:`pdd_metrics.approximate_mu_sigma` (x_i is among the listed values)."""
+    top-k estimate of :func:`pdd_metrics.approximate_mu_sigma` (x_i is among the listed values); or
+    those vLLM's worker computed."""
+    if parsed.worker_stats is not None:
+        return parsed.worker_stats[0], parsed.worker_stats[1]
     if wanted.exact:
         short = [i for i, values in enumerate(parsed.listed) if values.size < vocab_size]
         if short:
@@ -434,7 +505,9 @@ def _full_mu_sigma(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def top1_from_listed(parsed: ParsedPrompt) -> np.ndarray:
     """Gap-K%'s max_v log p_i(v) per scored token: the largest value vLLM listed at the position, exact
-    in both modes (the top k always include the most likely token; k >= 1)."""
+    in both modes (the top k always include the most likely token; k >= 1); or the worker's."""
+    if parsed.worker_stats is not None:
+        return parsed.worker_stats[2]
     if isinstance(parsed.listed, np.ndarray):
         return parsed.listed.max(axis=1).astype(np.float64)
     return np.array([values.max() for values in parsed.listed], dtype=np.float64)
@@ -442,15 +515,16 @@ def top1_from_listed(parsed: ParsedPrompt) -> np.ndarray:
 
 def _vllm_batches(lm, wanted: LogprobRequest, vocab_size: int):
     """Stock batching of a sorted ``Collator`` (``batch_size`` prompts, all at once for ``auto``); exact
-    mode also caps the log-prob values per call at :data:`EXACT_ENTRIES_PER_BATCH`."""
+    mode also caps the log-prob values per call at :data:`EXACT_ENTRIES_PER_BATCH` (not where vLLM's
+    worker computes the statistics: :data:`STATS_COLUMNS` values per token come back)."""
     size = 0 if lm.batch_size == "auto" else int(lm.batch_size)
 
     def batches(order):
         batch, values = [], 0
         for item in next(iter(order.get_batched(n=0)), []):
-            item_values = len(item.tokens) * vocab_size if wanted.exact else 0
+            item_values = len(item.tokens) * vocab_size if wanted.exact and not wanted.on_worker else 0
             full = (size and len(batch) >= size) or (
-                wanted.exact and batch and values + item_values > EXACT_ENTRIES_PER_BATCH
+                item_values and batch and values + item_values > EXACT_ENTRIES_PER_BATCH
             )
             if full:
                 yield batch
@@ -476,9 +550,20 @@ def _answer_batch(lm, batch: list[EncodedText], cuts: list[int], params, wanted:
                 "vLLM returned the outputs of another prompt (prompt token ids differ); outputs "
                 "must come back in request order."
             )
+        if wanted.on_worker and parsed.worker_stats is None:
+            raise RuntimeError(
+                "vLLM's worker was asked to compute exact mode's values (patch vllm-worker-prompt-stats, "
+                "applied there) but sent the full prompt log-probs; the request's mark did not reach it."
+            )
         mu, sigma = mu_sigma_from_listed(parsed, vocab_size, wanted)
         if wanted.exact:
-            _log_exact_form(isinstance(output.prompt_logprobs, PromptLogprobArrays))
+            _log_exact_form(
+                "worker"
+                if parsed.worker_stats is not None
+                else "arrays"
+                if isinstance(output.prompt_logprobs, PromptLogprobArrays)
+                else "lists"
+            )
         answers.append(
             TokenScores(
                 parsed.logprobs.sum(),
@@ -496,10 +581,13 @@ def _answer_batch(lm, batch: list[EncodedText], cuts: list[int], params, wanted:
 
 
 @functools.cache
-def _log_exact_form(arrays: bool) -> None:
-    """Say once per process which form vLLM returned exact mode's log-probs in (a warning for vLLM's
-    own lists: the same scores at several times the cost)."""
-    if arrays:
+def _log_exact_form(form: str) -> None:
+    """Say once per process which form vLLM returned exact mode's values in: ``worker`` (computed by
+    vLLM's worker), ``arrays`` (the full prompt log-probs as arrays) or ``lists`` (vLLM's own per-value
+    lists; a warning: the same scores at several times the cost)."""
+    if form == "worker":
+        logger.info("exact_mu_sigma: mu/sigma computed on vLLM's worker (patch vllm-worker-prompt-stats)")
+    elif form == "arrays":
         logger.info("exact_mu_sigma: vLLM's prompt log-probs kept as arrays (patch vllm-prompt-logprob-arrays)")
     else:
         logger.warning(
@@ -511,7 +599,11 @@ def _log_exact_form(arrays: bool) -> None:
 
 
 def score_per_token_vllm(
-    lm, requests: list[PerTokenRequest], disable_tqdm: bool = False, sampling_params_cls=None
+    lm,
+    requests: list[PerTokenRequest],
+    disable_tqdm: bool = False,
+    sampling_params_cls=None,
+    worker_stats: Callable[[object], bool] | None = None,
 ) -> list[TokenScores]:
     """Answer per-token requests with one vLLM prompt each (longest first, as the stock path).
 
@@ -520,6 +612,9 @@ def score_per_token_vllm(
         requests: the per-token requests; grouped by the log-probs they ask for (top k, or all).
         disable_tqdm: hide the progress bar.
         sampling_params_cls: vLLM's ``SamplingParams``; default: the one the backend's module uses.
+        worker_stats: ``lm`` -> whether its engine's worker computes exact mode's values (patch
+            ``vllm-worker-prompt-stats``: :func:`pdd_tasks.lm_eval_patches.vllm_worker_prompt_stats`);
+            default: it does not.
 
     Returns:
         One :class:`TokenScores` per request, in request order.
@@ -538,6 +633,8 @@ def score_per_token_vllm(
         check_logprob_limit(lm, wanted, vocab_size)
 
     def answer_group(wanted: LogprobRequest, group: list[PerTokenRequest]) -> list[TokenScores]:
+        if wanted.exact and worker_stats is not None and worker_stats(lm):
+            wanted = dataclasses.replace(wanted, on_worker=True)
         info = vllm_model_info(lm, wanted)
         params = sampling_params(sampling_params_cls, wanted)
         return answer_per_token(
