@@ -420,12 +420,27 @@ def controls_line(controls: dict | None, shape: str | None) -> str:
             test: "/".join("yes" if found["power"][e][test] else "no" for e in epochs)
             for test in ("both", *VERDICT_TESTS)
         }
+        steps = [str(found["power"][e].get("optimizer_steps", "?")) for e in epochs]
+        levels = (
+            f"the rule called {_share(level['both'], files)} untouched files contaminated (CoDeC flagged "
+            f"{_share(level['codec'], files)}, exchangeability {_share(level['exchangeability'], files)})"
+            if files
+            else "the rule's level was not measured"
+        )
         parts.append(
-            f"on {SHAPE_LABELS.get(name, name)} files of {(found.get('sizes') or controls['sizes'])['examples']} examples the rule called "
-            f"{_share(level['both'], files)} untouched files contaminated (CoDeC flagged "
-            f"{_share(level['codec'], files)}, exchangeability {_share(level['exchangeability'], files)}), and a model "
-            f"fine-tuned on the file for {'/'.join(epochs)} epoch(s): {power['both']} (CoDeC {power['codec']}, "
-            f"exchangeability {power['exchangeability']}; one tuned model each; `{command_of(controls, name)}`)"
+            f"on {SHAPE_LABELS.get(name, name)} files of {(found.get('sizes') or controls['sizes'])['examples']} examples "
+            f"{levels}, and a model "
+            f"fine-tuned on the file for {'/'.join(epochs)} epoch(s) ({'/'.join(steps)} optimizer steps) detected: "
+            f"{power['both']} (CoDeC {power['codec']}, exchangeability {power['exchangeability']}; one tuned model "
+            f"each; `{command_of(controls, name)}`)"
+        )
+    diverse = controls.get("diverse_level")
+    if diverse:
+        files = diverse["files"]
+        parts.append(
+            f"on {files} untouched files of varied content ({diverse['source']}) CoDeC's binomial p was <= 0.05 on "
+            f"{_share(diverse['codec_alone'], files)} and <= 0.025 (what the rule asks of CoDeC where the "
+            f"exchangeability test does not reject) on {_share(diverse['codec_in_the_rule'], files)}"
         )
     return f"Measured with {controls['model']}, {'; '.join(parts)}; docs/dataset-tests.md, Controls."
 
