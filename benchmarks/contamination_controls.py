@@ -1,24 +1,44 @@
 """Level and power of the contamination tests on benchmark-shaped data (issue 20, item 4).
 
-The default model (SmolLM2-135M-Instruct, float32, CPU) and two benchmark shapes: multiple choice
-(ARC-shaped rows) and free answer (GSM8K-shaped rows), written by ``tests/standard_tasks_support.py``
-and rendered as the stock ``arc_easy`` / ``gsm8k`` prompts render an example with its answer
-(``Question: ...\\nAnswer: <the correct choice or the worked answer>``). Per shape:
+The default model (SmolLM2-135M-Instruct, float32, CPU) and two benchmark shapes, each rendered as
+the stock ``arc_easy`` / ``gsm8k`` prompts render an example with its answer
+(``Question: ...\nAnswer: <the correct choice or the worked answer>``):
 
+- ``--rows sentences`` (default): rows built from real sentences, WikiMIA-24's non-members (Wikipedia
+  leads on events of March-December 2024, each about another event; ``--sentences``, the shared data's
+  folder, absent in a fresh clone), each cut to its first ``--words`` words. Multiple choice
+  (:func:`cloze_rows`, ARC-shaped): ``Which word fills the blank in "<sentence with ____>"?``, the blanked
+  word among 3 words of other sentences. Free answer (:func:`capitals_rows`, GSM8K-shaped): ``How many
+  words of "<sentence>" begin with a capital letter?``, answered by listing them, ``#### <count>``.
+  Only the question's frame is templated; the sentences and so most of each row differ;
+- ``--rows templated``: the generators of ``tests/standard_tasks_support.py`` (rows that differ only in
+  names and numbers; there one in-context example makes every row more likely, seen or not, and CoDeC
+  scores 0).
+
+Per shape:
+
+- **power**: ``lm-eval-pdd make-ordered``'s fine-tuning (:func:`pdd_tasks.tools.make_ordered.make_ordered`,
+  ``--data`` the file: blocks of 8 consecutive examples, AdamW at ``--learning-rate``, ``--train-batch``
+  blocks a step) on the file's ``--examples`` rows in their order, the models of ``--epochs`` in one
+  sequence: the model of k epochs is the model of the previous number tuned for the epochs between
+  (AdamW's state starts afresh there, the batch order is drawn again); both tests on the file (positive
+  control), the exchangeability test also on the shuffled copy after the most epochs (negative control:
+  an order never seen);
 - **level** (untouched data): the untuned model on ``--level-seeds`` files of ``--examples`` rows, each
   drawn with another seed: ``pdd_codec`` and ``pdd_exchangeability`` on each file;
-- **power**: ``lm-eval-pdd make-ordered``'s fine-tuning (:func:`pdd_tasks.tools.make_ordered.make_ordered`,
-  ``--data`` the file) of the untuned model for 1, 2 and 3 epochs (each from the untuned model) on the
-  file's ``--examples`` rows in their order; both tests on the file (positive control), the
-  exchangeability test also on the shuffled copy after the most epochs (negative control: an order
-  never seen);
-- **PTDI**: labelled ``pdd_custom`` on the file's rows (members: the texts trained on) and
-  ``--held-out`` other rows of the same shape (never trained on), every text scored once per model;
-  then, per draw, the held-out rows are split at random into ``--unseen-suspects`` suspects and the
-  rest as references, and each method's identification is computed as ``pdd_custom`` computes it
-  (:func:`pdd_metrics.identify_members`, Benjamini-Hochberg at ``--target-fdr``): the realised FDR
-  (mean false-discovery proportion) and power over ``--ptdi-draws`` draws. On the untuned model the
-  file's rows are unseen too, so every identification is false: that row is PTDI's level.
+- **PTDI** (unless ``--no-ptdi``): labelled ``pdd_custom`` on the file's rows (members: the texts
+  trained on) and ``--held-out`` other rows of the same shape (never trained on), every text scored
+  once per model; then, per draw, the held-out rows are split at random into ``--unseen-suspects``
+  suspects and the rest as references, and each method's identification is computed as ``pdd_custom``
+  computes it (:func:`pdd_metrics.identify_members`, Benjamini-Hochberg at ``--target-fdr``): the
+  realised FDR (mean false-discovery proportion) and power over ``--ptdi-draws`` draws. On the untuned
+  model the file's rows are unseen too, so every identification is false: that row is PTDI's level.
+
+Besides (``--diverse-files N``): CoDeC's level on untouched data of varied content, ``pdd_codec`` with
+the untuned model on N files of ``--examples`` documents of the Pile's test split (``--pile``, the
+shared data's pile-test-sample: 17 domains, from code to e-mail), each cut to ``--diverse-words``
+words: how often its binomial p-value rejects alone, and at the alpha/2 the rule asks of it where the
+exchangeability test does not reject.
 
 The decision rules are the verdict's (``lm-eval-pdd table``; :mod:`pdd_metrics.verdict`):
 each test's p-value (exchangeability: Oren et al.'s t-test; CoDeC: the one-sided binomial test of
@@ -33,9 +53,9 @@ harness's Python entry point; this checkout's task configs only, which a local f
 
 Writes the JSON (every number, the sizes, the machine, the load), the package's data file (the
 summary the verdict reads) and prints the Markdown table; a JSON file that holds other shapes keeps
-them (``--shapes`` runs one shape; ``--merge OTHER.json`` adds the shapes of another run's file;
-``--table-from`` prints the table of a file). The measured table and sizes: docs/dataset-tests.md
-("The verdict: level and power on benchmark-shaped files").
+them (``--shapes`` runs some shapes, none with ``--shapes`` alone; ``--merge OTHER.json`` adds the
+shapes of another run's file; ``--table-from`` prints the table of a file). The measured table, its
+commands and sizes: docs/dataset-tests.md ("The verdict: level and power on benchmark-shaped files").
 """
 
 from __future__ import annotations
@@ -352,17 +372,27 @@ def summary(shape_results: dict, args, seconds: float, load: list) -> dict:
         "load_average": load,
         "minutes": round(seconds / 60, 1),
         "shapes": shapes,
-    } | ({"diverse_level": diverse_level(shape_results["diverse"], args)} if shape_results.get("diverse") else {})
+    } | (
+        {"diverse_level": diverse_level(shape_results["diverse"], diverse_source(args), command_line())}
+        if shape_results.get("diverse")
+        else {}
+    )
 
 
-def diverse_level(results: list[dict], args) -> dict:
+def diverse_source(args) -> str:
+    return (
+        f"pile-test-sample (the Pile's test split, 17 domains), {args.examples} documents a file, "
+        f"each its first {args.diverse_words} words"
+    )
+
+
+def diverse_level(results: list[dict], source: str, command: str) -> dict:
     """CoDeC's level on untouched files of varied content (Pile test documents): how often its binomial
     p-value rejects alone (p <= alpha) and where the other test does not reject (Holm over two: p <= alpha/2)."""
     files = len(results)
     return {
-        "source": f"pile-test-sample (the Pile's test split, 17 domains), {args.examples} documents a file, "
-        f"each its first {args.diverse_words} words",
-        "command": command_line(),
+        "source": source,
+        "command": command,
         "files": files,
         "codec_scores": [round(r["codec_score"], 3) for r in results],
         "codec_pvalues": [float(f"{r['codec_pvalue']:.3g}") for r in results],
@@ -438,9 +468,10 @@ def command_line() -> str:
     return " ".join(["python", "benchmarks/contamination_controls.py", *shown])
 
 
-def merged(earlier: dict, current: dict) -> dict:
+def merged(earlier: dict, current: dict, both_diverse: bool = False) -> dict:
     """Two ``--json`` documents (``{"summary", "runs"}``) as one: the shapes of both, ``current``'s
-    where both have one; each shape keeps its sizes and the machine, load and time of its run."""
+    where both have one; each shape keeps its sizes and the machine, load and time of its run. The
+    Pile-test files: ``current``'s, or with ``both_diverse`` (two runs of other files) those of both."""
 
     def shapes_and_runs(document: dict) -> tuple[dict, dict]:
         found = document["summary"]
@@ -457,13 +488,18 @@ def merged(earlier: dict, current: dict) -> dict:
     earlier_shapes, earlier_runs = shapes_and_runs(earlier)
     shapes, runs = shapes_and_runs(current)
     diverse = current["summary"].get("diverse_level") or earlier["summary"].get("diverse_level")
+    runs_of_both = {**earlier["runs"], **current["runs"]}
+    if both_diverse and earlier["runs"].get("diverse") and current["runs"].get("diverse"):
+        runs_of_both["diverse"] = earlier["runs"]["diverse"] + current["runs"]["diverse"]
+        commands = [earlier["summary"]["diverse_level"]["command"], current["summary"]["diverse_level"]["command"]]
+        diverse = diverse_level(runs_of_both["diverse"], diverse["source"], " && ".join(dict.fromkeys(commands)))
     together = {
         **current["summary"],
         **({"diverse_level": diverse} if diverse else {}),
         "shapes": {**earlier_shapes, **shapes},
         "runs_of_shapes": {**earlier_runs, **runs},
     }
-    return {"summary": together, "runs": {**earlier["runs"], **current["runs"]}}
+    return {"summary": together, "runs": runs_of_both}
 
 
 def write_files(document: dict, args) -> None:
@@ -513,6 +549,9 @@ def main() -> int:
     parser.add_argument("--train-batch", type=int, default=1, help="training texts (blocks of 8 examples) per step")
     parser.add_argument("--learning-rate", type=float, default=1e-4, help="AdamW, constant (make-ordered's)")
     parser.add_argument("--diverse-files", type=int, default=0, help="untouched Pile-test files for CoDeC's level")
+    parser.add_argument(
+        "--diverse-start", type=int, default=0, help="the first Pile-test file's number (its seed: 700 + it)"
+    )
     parser.add_argument("--diverse-words", type=int, default=64, help="each Pile document cut to this many words")
     parser.add_argument("--pile", type=Path, default=SHARED_DATA / "pile-test-sample" / "pile_test_sample.jsonl.gz")
     parser.add_argument("--json", type=Path, help="write every number here")
@@ -521,7 +560,7 @@ def main() -> int:
     parser.add_argument("--table-from", type=Path, help="only print the Markdown table of this --json file")
     args = parser.parse_args()
     if args.merge:
-        document = merged(json.loads(args.json.read_text()), json.loads(args.merge.read_text()))
+        document = merged(json.loads(args.json.read_text()), json.loads(args.merge.read_text()), both_diverse=True)
         write_files(document, args)
         print(markdown(document["runs"]))
         return 0
@@ -541,7 +580,7 @@ def main() -> int:
     found: dict = {}
     if args.diverse_files:
         found["diverse"] = []
-        for index in range(args.diverse_files):
+        for index in range(args.diverse_start, args.diverse_start + args.diverse_files):
             texts = diverse_texts(args.pile, args.examples, 700 + index, args.diverse_words)
             file = write_texts(args.workdir / "diverse" / f"pile-{index}.jsonl", texts)
             found["diverse"].append(dataset_tests(harness, base, file, args, exchangeability=False))
