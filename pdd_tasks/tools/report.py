@@ -486,9 +486,11 @@ def _verdict_text(task: str, decision, shape: str | None, controls: dict | None)
         return f"{TEST_LABELS[test]} Holm-adjusted p {decision.adjusted[test]:.3g}"
 
     tests = ", ".join(shown(test) for test in decision.adjusted)
+    rejecting = " and ".join(TEST_LABELS[test] for test, flag in decision.flags.items() if flag) or "one test"
+    other = " and ".join(TEST_LABELS[test] for test, flag in decision.flags.items() if flag is False) or "the other"
     why = {
         "contaminated": f"evidence of contamination: both tests reject at {ALPHA} after Holm's correction ({tests})",
-        "inconclusive": f"inconclusive: one test rejects at {ALPHA} after Holm's correction, the other does not "
+        "inconclusive": f"inconclusive: {rejecting} rejects at {ALPHA} after Holm's correction, {other} does not "
         f"({tests}); one test alone is no verdict",
         "not detected": f"not detected: neither test rejects at {ALPHA} after Holm's correction ({tests}); that is "
         "no evidence of a clean benchmark, given the power below",
