@@ -88,6 +88,6 @@ def test_the_table_gives_each_task_a_verdict_that_needs_both_tests_and_cites_the
         str(entry["optimizer_steps"])
         for _, entry in sorted(controls["shapes"]["multiple_choice"]["power"].items(), key=lambda kv: int(kv[0]))
     ]
-    assert f"({'/'.join(steps)} optimizer steps) detected" in lines["arc_easy"]
+    assert f"({'/'.join(steps)} optimizer steps) the rule detected" in lines["arc_easy"]
     diverse = controls["diverse_level"]
     assert f"on {diverse['files']} untouched files of varied content" in lines["arc_easy"]

@@ -429,17 +429,19 @@ def controls_line(controls: dict | None, shape: str | None) -> str:
         )
         parts.append(
             f"on {SHAPE_LABELS.get(name, name)} files of {(found.get('sizes') or controls['sizes'])['examples']} examples "
-            f"{levels}, and a model "
-            f"fine-tuned on the file for {'/'.join(epochs)} epoch(s) ({'/'.join(steps)} optimizer steps) detected: "
+            f"{levels}, and of the models fine-tuned on the file for {'/'.join(epochs)} epoch(s) "
+            f"({'/'.join(steps)} optimizer steps) the rule detected: "
             f"{power['both']} (CoDeC {power['codec']}, exchangeability {power['exchangeability']}; one tuned model "
             f"each; `{command_of(controls, name)}`)"
         )
     diverse = controls.get("diverse_level")
     if diverse:
+        from pdd_metrics.verdict import ALPHA
+
         files = diverse["files"]
         parts.append(
-            f"on {files} untouched files of varied content ({diverse['source']}) CoDeC's binomial p was <= 0.05 on "
-            f"{_share(diverse['codec_alone'], files)} and <= 0.025 (what the rule asks of CoDeC where the "
+            f"on {files} untouched files of varied content ({diverse['source']}) CoDeC's binomial p was <= {ALPHA} on "
+            f"{_share(diverse['codec_alone'], files)} and <= {ALPHA / 2:g} (what the rule asks of CoDeC where the "
             f"exchangeability test does not reject) on {_share(diverse['codec_in_the_rule'], files)}"
         )
     return f"Measured with {controls['model']}, {'; '.join(parts)}; docs/dataset-tests.md, Controls."
