@@ -1,24 +1,44 @@
 """Level and power of the contamination tests on benchmark-shaped data (issue 20, item 4).
 
-The default model (SmolLM2-135M-Instruct, float32, CPU) and two benchmark shapes: multiple choice
-(ARC-shaped rows) and free answer (GSM8K-shaped rows), written by ``tests/standard_tasks_support.py``
-and rendered as the stock ``arc_easy`` / ``gsm8k`` prompts render an example with its answer
-(``Question: ...\\nAnswer: <the correct choice or the worked answer>``). Per shape:
+The default model (SmolLM2-135M-Instruct, float32, CPU) and two benchmark shapes, each rendered as
+the stock ``arc_easy`` / ``gsm8k`` prompts render an example with its answer
+(``Question: ...\nAnswer: <the correct choice or the worked answer>``):
 
+- ``--rows sentences`` (default): rows built from real sentences, WikiMIA-24's non-members (Wikipedia
+  leads on events of March-December 2024, each about another event; ``--sentences``, the shared data's
+  folder, absent in a fresh clone), each cut to its first ``--words`` words. Multiple choice
+  (:func:`cloze_rows`, ARC-shaped): ``Which word fills the blank in "<sentence with ____>"?``, the blanked
+  word among 3 words of other sentences. Free answer (:func:`capitals_rows`, GSM8K-shaped): ``How many
+  words of "<sentence>" begin with a capital letter?``, answered by listing them, ``#### <count>``.
+  Only the question's frame is templated; the sentences and so most of each row differ;
+- ``--rows templated``: the generators of ``tests/standard_tasks_support.py`` (rows that differ only in
+  names and numbers; there one in-context example makes every row more likely, seen or not, and CoDeC
+  scores 0).
+
+Per shape:
+
+- **power**: ``lm-eval-pdd make-ordered``'s fine-tuning (:func:`pdd_tasks.tools.make_ordered.make_ordered`,
+  ``--data`` the file: blocks of 8 consecutive examples, AdamW at ``--learning-rate``, ``--train-batch``
+  blocks a step) on the file's ``--examples`` rows in their order, the models of ``--epochs`` in one
+  sequence: the model of k epochs is the model of the previous number tuned for the epochs between
+  (AdamW's state starts afresh there, the batch order is drawn again); both tests on the file (positive
+  control), the exchangeability test also on the shuffled copy after the most epochs (negative control:
+  an order never seen);
 - **level** (untouched data): the untuned model on ``--level-seeds`` files of ``--examples`` rows, each
   drawn with another seed: ``pdd_codec`` and ``pdd_exchangeability`` on each file;
-- **power**: ``lm-eval-pdd make-ordered``'s fine-tuning (:func:`pdd_tasks.tools.make_ordered.make_ordered`,
-  ``--data`` the file) of the untuned model for 1, 2 and 3 epochs (each from the untuned model) on the
-  file's ``--examples`` rows in their order; both tests on the file (positive control), the
-  exchangeability test also on the shuffled copy after the most epochs (negative control: an order
-  never seen);
-- **PTDI**: labelled ``pdd_custom`` on the file's rows (members: the texts trained on) and
-  ``--held-out`` other rows of the same shape (never trained on), every text scored once per model;
-  then, per draw, the held-out rows are split at random into ``--unseen-suspects`` suspects and the
-  rest as references, and each method's identification is computed as ``pdd_custom`` computes it
-  (:func:`pdd_metrics.identify_members`, Benjamini-Hochberg at ``--target-fdr``): the realised FDR
-  (mean false-discovery proportion) and power over ``--ptdi-draws`` draws. On the untuned model the
-  file's rows are unseen too, so every identification is false: that row is PTDI's level.
+- **PTDI** (unless ``--no-ptdi``): labelled ``pdd_custom`` on the file's rows (members: the texts
+  trained on) and ``--held-out`` other rows of the same shape (never trained on), every text scored
+  once per model; then, per draw, the held-out rows are split at random into ``--unseen-suspects``
+  suspects and the rest as references, and each method's identification is computed as ``pdd_custom``
+  computes it (:func:`pdd_metrics.identify_members`, Benjamini-Hochberg at ``--target-fdr``): the
+  realised FDR (mean false-discovery proportion) and power over ``--ptdi-draws`` draws. On the untuned
+  model the file's rows are unseen too, so every identification is false: that row is PTDI's level.
+
+Besides (``--diverse-files N``): CoDeC's level on untouched data of varied content, ``pdd_codec`` with
+the untuned model on N files of ``--examples`` documents of the Pile's test split (``--pile``, the
+shared data's pile-test-sample: 17 domains, from code to e-mail), each cut to ``--diverse-words``
+words: how often its binomial p-value rejects alone, and at the alpha/2 the rule asks of it where the
+exchangeability test does not reject.
 
 The decision rules are the verdict's (``lm-eval-pdd table``; :mod:`pdd_metrics.verdict`):
 each test's p-value (exchangeability: Oren et al.'s t-test; CoDeC: the one-sided binomial test of
@@ -33,16 +53,19 @@ harness's Python entry point; this checkout's task configs only, which a local f
 
 Writes the JSON (every number, the sizes, the machine, the load), the package's data file (the
 summary the verdict reads) and prints the Markdown table; a JSON file that holds other shapes keeps
-them (``--shapes`` runs one shape; ``--merge OTHER.json`` adds the shapes of another run's file;
-``--table-from`` prints the table of a file). The measured table and sizes: docs/dataset-tests.md
-("The verdict: level and power on benchmark-shaped files").
+them (``--shapes`` runs some shapes, none with ``--shapes`` alone; ``--merge OTHER.json`` adds the
+shapes of another run's file; ``--table-from`` prints the table of a file). The measured table, its
+commands and sizes: docs/dataset-tests.md ("The verdict: level and power on benchmark-shaped files").
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
+import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -61,11 +84,99 @@ from pdd_metrics.codec import codec_pvalue  # noqa: E402
 from pdd_metrics.verdict import ALPHA, decide  # noqa: E402
 
 
-#: shape -> (the stock task it stands for, its row maker, the seed of the file tuned on)
+#: shape -> (the stock task it stands for, its templated row maker, the seed of the file tuned on)
 SHAPES = {
     "multiple_choice": ("arc_easy", arc_rows, 101),
     "free_answer": ("gsm8k", gsm8k_rows, 102),
 }
+
+#: The shared data of this machine (absent in a fresh clone: ``--rows templated`` needs none of it).
+SHARED_DATA = REPO.parent / "shared" / "data"
+_PUNCTUATION = ".,;:()[]'\"!?"
+_CLOZE_WORD = re.compile(r"[A-Za-z]{5,}")
+
+
+def unseen_texts(folder: Path) -> list[str]:
+    """WikiMIA-24's non-members (label 0) of length 32 (``folder``/WikiMIA_length32.jsonl): the first 32
+    words of Wikipedia leads on events of March-December 2024, 779 texts, each about another event."""
+    path = folder / "WikiMIA_length32.jsonl"
+    if not path.is_file():
+        raise SystemExit(
+            f"{path}: not found. --sentences names the folder of WikiMIA-24 (../shared/data/WikiMIA-24, see its "
+            "PROVENANCE.md); --rows templated uses the generators of tests/standard_tasks_support.py instead."
+        )
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [row["input"] for row in rows if row["label"] == 0]
+
+
+def cloze_rows(texts: list[str], n: int, seed: int) -> list[dict]:
+    """``n`` ARC-shaped rows (``question``, ``choices: {text, label}``, ``answerKey``) from real
+    sentences: each a text of ``texts`` (drawn with ``seed``) with one word of 5 or more letters blanked,
+    the blanked word among 3 such words of other texts."""
+    rng = random.Random(seed)
+    chosen = rng.sample(texts, min(n, len(texts)))
+    vocabulary = sorted({w.strip(_PUNCTUATION) for t in chosen for w in t.split()} - {""})
+    vocabulary = [w for w in vocabulary if _CLOZE_WORD.fullmatch(w)]
+    rows = []
+    for index, text in enumerate(chosen):
+        words = text.split()
+        candidates = [i for i, w in enumerate(words) if _CLOZE_WORD.fullmatch(w.strip(_PUNCTUATION))]
+        if not candidates:
+            continue
+        blank = rng.choice(candidates)
+        answer = words[blank].strip(_PUNCTUATION)
+        words[blank] = words[blank].replace(answer, "____")
+        options = [answer, *rng.sample([w for w in vocabulary if w.lower() != answer.lower()], 3)]
+        rng.shuffle(options)
+        labels = ["A", "B", "C", "D"]
+        rows.append(
+            {
+                "id": f"cloze-{seed}-{index}",
+                "question": f'Which word fills the blank in "{" ".join(words)}"?',
+                "choices": {"text": options, "label": labels},
+                "answerKey": labels[options.index(answer)],
+            }
+        )
+    return rows
+
+
+def capitals_rows(texts: list[str], n: int, seed: int) -> list[dict]:
+    """``n`` GSM8K-shaped rows (``question``, ``answer`` with its working and ``#### <number>``) from
+    real sentences: how many words of a text of ``texts`` (drawn with ``seed``) begin with a capital
+    letter, answered by listing them."""
+    rng = random.Random(seed)
+    rows = []
+    for text in rng.sample(texts, min(n, len(texts))):
+        capitals = [w for w in (w.strip(_PUNCTUATION) for w in text.split()) if w[:1].isupper()]
+        rows.append(
+            {
+                "question": f'How many words of "{text}" begin with a capital letter?',
+                "answer": f"{', '.join(capitals)}: {len(capitals)} words.\n#### {len(capitals)}",
+            }
+        )
+    return rows
+
+
+def row_makers(args) -> dict:
+    """shape -> ``make(n, seed)``: the rows of a file (``--rows``: real sentences or the templated ones)."""
+    if args.rows == "templated":
+        return {shape: SHAPES[shape][1] for shape in SHAPES}
+    texts = [" ".join(text.split()[: args.words]) for text in unseen_texts(args.sentences)]
+    return {
+        "multiple_choice": lambda n, seed: cloze_rows(texts, n, seed),
+        "free_answer": lambda n, seed: capitals_rows(texts, n, seed),
+    }
+
+
+def diverse_texts(path: Path, n: int, seed: int, words: int) -> list[str]:
+    """``n`` documents of the Pile's test split (``path``: pile-test-sample, 17 domains), drawn with
+    ``seed`` from those of at least ``words`` words, each cut to its first ``words`` words."""
+    if not path.is_file():
+        raise SystemExit(f"{path}: not found; --pile names ../shared/data/pile-test-sample's file (its PROVENANCE.md).")
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        documents = [json.loads(line)["text"].split() for line in handle]
+    long_enough = [d for d in documents if len(d) >= words]
+    return [" ".join(d[:words]) for d in random.Random(seed).sample(long_enough, n)]
 
 
 def render(shape: str, row: dict) -> str:
@@ -76,9 +187,8 @@ def render(shape: str, row: dict) -> str:
     return f"Question: {row['question']}\nAnswer: {row['answer']}"
 
 
-def texts_of(shape: str, n: int, seed: int, exclude: set[str] = frozenset()) -> list[str]:
-    """``n`` distinct rendered examples of ``shape`` drawn with ``seed``, none in ``exclude``."""
-    make = SHAPES[shape][1]
+def texts_of(shape: str, make, n: int, seed: int, exclude: set[str] = frozenset()) -> list[str]:
+    """``n`` distinct rendered examples of ``shape`` (rows of ``make(n, seed)``), none in ``exclude``."""
     out: list[str] = []
     for text in (render(shape, row) for row in make(4 * n, seed)):
         if text not in exclude and text not in out:
@@ -128,9 +238,10 @@ class Harness:
         return results, time.perf_counter() - began
 
 
-def dataset_tests(harness: Harness, model, data: Path, args, codec: bool = True) -> dict:
-    """CoDeC (unless ``codec`` is False) and the exchangeability test on ``data``: scores and p-values."""
-    tasks = ["pdd_codec", "pdd_exchangeability"] if codec else ["pdd_exchangeability"]
+def dataset_tests(harness: Harness, model, data: Path, args, codec: bool = True, exchangeability: bool = True) -> dict:
+    """CoDeC and the exchangeability test on ``data`` (each unless False): scores and p-values, and where
+    both ran, each one's flag and the verdict."""
+    tasks = ["pdd_codec"] * codec + ["pdd_exchangeability"] * exchangeability
     metadata = {
         "data_files": str(data),
         "text_field": "text",
@@ -139,11 +250,12 @@ def dataset_tests(harness: Harness, model, data: Path, args, codec: bool = True)
     }
     results, seconds = harness.run(model, tasks, metadata)
     values = results["results"]
-    out = {
-        "exchangeability_pvalue": values["pdd_exchangeability"]["exchangeability_pvalue,none"],
-        "exchangeability_mean_difference": values["pdd_exchangeability"]["exchangeability_mean_difference,none"],
-        "seconds": round(seconds, 1),
-    }
+    out: dict = {"seconds": round(seconds, 1)}
+    if exchangeability:
+        out |= {
+            "exchangeability_pvalue": values["pdd_exchangeability"]["exchangeability_pvalue,none"],
+            "exchangeability_mean_difference": values["pdd_exchangeability"]["exchangeability_mean_difference,none"],
+        }
     if codec:
         score, n = values["pdd_codec"]["codec_score,none"], int(values["pdd_codec"]["codec_examples,none"])
         out |= {
@@ -155,6 +267,7 @@ def dataset_tests(harness: Harness, model, data: Path, args, codec: bool = True)
             ],
             "codec_pvalue": codec_pvalue(round(score * n), n),
         }
+    if codec and exchangeability:
         decision = decide({"codec": out["codec_pvalue"], "exchangeability": out["exchangeability_pvalue"]})
         out |= {"flags": decision.flags, "verdict": decision.verdict}
     return out
@@ -193,10 +306,17 @@ def ptdi(harness, model, members, held_out, path, args, tuned: bool) -> dict:
     }
 
 
+def share_of(flagged: int, files: int) -> float | None:
+    """The share of ``files`` flagged (None: no file)."""
+    return flagged / files if files else None
+
+
 def summary(shape_results: dict, args, seconds: float, load: list) -> dict:
     """What the verdict reads: per shape, each rule's level and its power after each number of epochs."""
     shapes = {}
     for shape, found in shape_results.items():
+        if shape == "diverse" or not (found["level"] or found["tuned"]):
+            continue
         level = found["level"]
         seeds = len(level)
         shapes[shape] = {
@@ -207,18 +327,21 @@ def summary(shape_results: dict, args, seconds: float, load: list) -> dict:
                 "shards": args.shards,
                 "permutations": args.permutations,
                 "ptdi": not args.no_ptdi,
+                "rows": args.rows if args.rows == "templated" else f"sentences, first {args.words} words",
+                "training": f"AdamW lr {args.learning_rate:g}, {args.train_batch} block(s) of 8 examples a step",
             },
             "level": {
                 "files": seeds,
-                "codec": sum(r["flags"]["codec"] for r in level) / seeds,
-                "exchangeability": sum(r["flags"]["exchangeability"] for r in level) / seeds,
-                "both": sum(r["verdict"] == "contaminated" for r in level) / seeds,
+                "codec": share_of(sum(r["flags"]["codec"] for r in level), seeds),
+                "exchangeability": share_of(sum(r["flags"]["exchangeability"] for r in level), seeds),
+                "both": share_of(sum(r["verdict"] == "contaminated" for r in level), seeds),
             },
             "power": {
                 epochs: {
                     "codec": bool(r["flags"]["codec"]),
                     "exchangeability": bool(r["flags"]["exchangeability"]),
                     "both": r["verdict"] == "contaminated",
+                    "optimizer_steps": r["training"].get("steps_in_all", r["training"]["steps"]),
                     "codec_score": round(r["codec_score"], 3),
                     "codec_pvalue": float(f"{r['codec_pvalue']:.3g}"),
                     "exchangeability_pvalue": float(f"{r['exchangeability_pvalue']:.3g}"),
@@ -249,6 +372,32 @@ def summary(shape_results: dict, args, seconds: float, load: list) -> dict:
         "load_average": load,
         "minutes": round(seconds / 60, 1),
         "shapes": shapes,
+    } | (
+        {"diverse_level": diverse_level(shape_results["diverse"], diverse_source(args), command_line())}
+        if shape_results.get("diverse")
+        else {}
+    )
+
+
+def diverse_source(args) -> str:
+    return (
+        f"pile-test-sample (the Pile's test split, 17 domains), {args.examples} documents a file, "
+        f"each its first {args.diverse_words} words"
+    )
+
+
+def diverse_level(results: list[dict], source: str, command: str) -> dict:
+    """CoDeC's level on untouched files of varied content (Pile test documents): how often its binomial
+    p-value rejects alone (p <= alpha) and where the other test does not reject (Holm over two: p <= alpha/2)."""
+    files = len(results)
+    return {
+        "source": source,
+        "command": command,
+        "files": files,
+        "codec_scores": [round(r["codec_score"], 3) for r in results],
+        "codec_pvalues": [float(f"{r['codec_pvalue']:.3g}") for r in results],
+        "codec_alone": sum(r["codec_pvalue"] <= ALPHA for r in results) / files,
+        "codec_in_the_rule": sum(r["codec_pvalue"] <= ALPHA / 2 for r in results) / files,
     }
 
 
@@ -269,7 +418,9 @@ def markdown(found: dict) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for shape, results in found.items():
-        level, examples = results["level"], results["level"][0]["codec_examples"]
+        if shape == "diverse" or not (results["level"] or results["tuned"]):
+            continue
+        level, examples = results["level"], [*results["level"], *results["tuned"].values()][0]["codec_examples"]
         n = len(level)
         flagged = {k: sum(r["flags"][k] for r in level) for k in ("codec", "exchangeability")}
         both = sum(r["verdict"] == "contaminated" for r in level)
@@ -280,15 +431,26 @@ def markdown(found: dict) -> str:
             + ", ".join(f"{r['exchangeability_pvalue']:.2g}" for r in level)
             + f" (flagged {flagged['exchangeability']}/{n}) | - | contaminated {both}/{n} | "
             f"{ptdi_range(results.get('ptdi_untuned'), 'fdr')} | n/a |"
+            if n
+            else f"| {SHAPES[shape][0]}-shaped ({examples}) | untuned | not run | not run | - | - | - | n/a |"
         )
         for epochs, r in results["tuned"].items():
             shuffled = f"{r['shuffled']['exchangeability_pvalue']:.2g}" if "shuffled" in r else "-"
             lines.append(
                 f"| {SHAPES[shape][0]}-shaped ({examples}) | tuned {epochs} epoch{'s' if epochs != '1' else ''} "
-                f"({r['training']['steps']}) | {r['codec_score']:.3f} ({r['codec_pvalue']:.2g}) | "
+                f"({r['training'].get('steps_in_all', r['training']['steps'])}) | "
+                f"{r['codec_score']:.3f} ({r['codec_pvalue']:.2g}) | "
                 f"{r['exchangeability_pvalue']:.2g} | {shuffled} | {r['verdict']} | "
                 f"{ptdi_range(r.get('ptdi'), 'fdr')} | {ptdi_range(r.get('ptdi'), 'power')} |"
             )
+    if found.get("diverse"):
+        level, n = found["diverse"], len(found["diverse"])
+        lines.append(
+            f"| Pile test documents ({level[0]['codec_examples']}) | untuned, {n} untouched file{'s' if n > 1 else ''} | "
+            + ", ".join(f"{r['codec_score']:.3f} ({r['codec_pvalue']:.2g})" for r in level)
+            + f" (p <= {ALPHA / 2:g}: {sum(r['codec_pvalue'] <= ALPHA / 2 for r in level)}/{n}) | not run | - | "
+            "- | not run | n/a |"
+        )
     return "\n".join(lines)
 
 
@@ -306,9 +468,10 @@ def command_line() -> str:
     return " ".join(["python", "benchmarks/contamination_controls.py", *shown])
 
 
-def merged(earlier: dict, current: dict) -> dict:
+def merged(earlier: dict, current: dict, both_diverse: bool = False) -> dict:
     """Two ``--json`` documents (``{"summary", "runs"}``) as one: the shapes of both, ``current``'s
-    where both have one; each shape keeps its sizes and the machine, load and time of its run."""
+    where both have one; each shape keeps its sizes and the machine, load and time of its run. The
+    Pile-test files: ``current``'s, or with ``both_diverse`` (two runs of other files) those of both."""
 
     def shapes_and_runs(document: dict) -> tuple[dict, dict]:
         found = document["summary"]
@@ -324,12 +487,19 @@ def merged(earlier: dict, current: dict) -> dict:
 
     earlier_shapes, earlier_runs = shapes_and_runs(earlier)
     shapes, runs = shapes_and_runs(current)
+    diverse = current["summary"].get("diverse_level") or earlier["summary"].get("diverse_level")
+    runs_of_both = {**earlier["runs"], **current["runs"]}
+    if both_diverse and earlier["runs"].get("diverse") and current["runs"].get("diverse"):
+        runs_of_both["diverse"] = earlier["runs"]["diverse"] + current["runs"]["diverse"]
+        commands = [earlier["summary"]["diverse_level"]["command"], current["summary"]["diverse_level"]["command"]]
+        diverse = diverse_level(runs_of_both["diverse"], diverse["source"], " && ".join(dict.fromkeys(commands)))
     together = {
         **current["summary"],
+        **({"diverse_level": diverse} if diverse else {}),
         "shapes": {**earlier_shapes, **shapes},
         "runs_of_shapes": {**earlier_runs, **runs},
     }
-    return {"summary": together, "runs": {**earlier["runs"], **current["runs"]}}
+    return {"summary": together, "runs": runs_of_both}
 
 
 def write_files(document: dict, args) -> None:
@@ -357,25 +527,40 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workdir", type=Path, default=Path("contamination_controls"))
     parser.add_argument("--model", default=None, help="base model (default: the default model)")
-    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--shapes", nargs="*", default=list(SHAPES), choices=list(SHAPES))
     parser.add_argument("--examples", type=int, default=32, help="rows per file (tuned on, and tested)")
     parser.add_argument("--held-out", type=int, default=52, help="unseen rows of the same shape for PTDI")
     parser.add_argument("--unseen-suspects", type=int, default=16, help="of --held-out, suspects per PTDI draw")
     parser.add_argument("--level-seeds", type=int, default=2, help="untouched files per shape")
-    parser.add_argument("--epochs", nargs="+", type=int, default=[1, 2, 3])
+    parser.add_argument("--epochs", nargs="*", type=int, default=[1, 2, 3], help="test the model after these")
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--permutations", type=int, default=2)
     parser.add_argument("--ptdi-draws", type=int, default=200)
     parser.add_argument("--no-ptdi", action="store_true", help="leave PTDI out (the slowest part)")
     parser.add_argument("--target-fdr", type=float, default=0.1)
-    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=8, help="scoring batch")
+    parser.add_argument(
+        "--rows", choices=["sentences", "templated"], default="sentences",
+        help="benchmark rows built from real sentences (WikiMIA-24's non-members; default) or the templated "
+        "generators of tests/standard_tasks_support.py",
+    )  # fmt: skip
+    parser.add_argument("--sentences", type=Path, default=SHARED_DATA / "WikiMIA-24", help="WikiMIA-24's folder")
+    parser.add_argument("--words", type=int, default=32, help="each sentence text cut to its first N words")
+    parser.add_argument("--train-batch", type=int, default=1, help="training texts (blocks of 8 examples) per step")
+    parser.add_argument("--learning-rate", type=float, default=1e-4, help="AdamW, constant (make-ordered's)")
+    parser.add_argument("--diverse-files", type=int, default=0, help="untouched Pile-test files for CoDeC's level")
+    parser.add_argument(
+        "--diverse-start", type=int, default=0, help="the first Pile-test file's number (its seed: 700 + it)"
+    )
+    parser.add_argument("--diverse-words", type=int, default=64, help="each Pile document cut to this many words")
+    parser.add_argument("--pile", type=Path, default=SHARED_DATA / "pile-test-sample" / "pile_test_sample.jsonl.gz")
     parser.add_argument("--json", type=Path, help="write every number here")
     parser.add_argument("--package-data", type=Path, help="write the verdict's summary here")
     parser.add_argument("--merge", type=Path, help="add the shapes of this --json file to --json and --package-data")
     parser.add_argument("--table-from", type=Path, help="only print the Markdown table of this --json file")
     args = parser.parse_args()
     if args.merge:
-        document = merged(json.loads(args.json.read_text()), json.loads(args.merge.read_text()))
+        document = merged(json.loads(args.json.read_text()), json.loads(args.merge.read_text()), both_diverse=True)
         write_files(document, args)
         print(markdown(document["runs"]))
         return 0
@@ -391,36 +576,60 @@ def main() -> int:
     load = [list(os.getloadavg())]
     base = args.model or ensure_default_model()
     harness = Harness(args.batch_size)
+    makers = row_makers(args) if args.shapes else {}
     found: dict = {}
+    if args.diverse_files:
+        found["diverse"] = []
+        for index in range(args.diverse_start, args.diverse_start + args.diverse_files):
+            texts = diverse_texts(args.pile, args.examples, 700 + index, args.diverse_words)
+            file = write_texts(args.workdir / "diverse" / f"pile-{index}.jsonl", texts)
+            found["diverse"].append(dataset_tests(harness, base, file, args, exchangeability=False))
+            print("diverse", index, found["diverse"][-1], file=sys.stderr, flush=True)
+            write(found, args, began, load)
     for shape in args.shapes:
         work = args.workdir / shape
-        seed = SHAPES[shape][2]
-        members = texts_of(shape, args.examples, seed)
-        held_out = texts_of(shape, args.held_out, seed + 1000, exclude=set(members))
+        seed, make = SHAPES[shape][2], makers[shape]
+        members = texts_of(shape, make, args.examples, seed)
+        held_out = texts_of(shape, make, args.held_out, seed + 1000, exclude=set(members))
         data = write_texts(work / "file.jsonl", members)
         results = found[shape] = {"level": [], "tuned": {}}
-        for level_seed in range(args.level_seeds):
-            file = write_texts(work / f"level-{level_seed}.jsonl", texts_of(shape, args.examples, 500 + level_seed))
-            results["level"].append(dataset_tests(harness, base, file, args))
-            print(shape, "untuned", level_seed, results["level"][-1], file=sys.stderr, flush=True)
         if not args.no_ptdi:
             results["ptdi_untuned"] = ptdi(harness, base, members, held_out, work / "ptdi.jsonl", args, tuned=False)
-        for epochs in args.epochs:
+        previous, tuned_from = 0, base
+        for epochs in sorted(args.epochs):
             directory = work / f"tuned-e{epochs}"
-            if not (directory / "manifest.json").exists():
-                settings = TuningSettings(epochs=epochs, learning_rate=1e-4, batch_size=4, max_tokens=1024)
-                make_ordered(directory, base, source=str(data), text_field="text", examples=args.examples,
+            if not (directory / "manifest.json").exists():  # the model of `previous` epochs, tuned on
+                settings = TuningSettings(
+                    epochs=epochs - previous,
+                    learning_rate=args.learning_rate,
+                    batch_size=args.train_batch,
+                    max_tokens=1024,
+                    seed=epochs,
+                )
+                make_ordered(directory, tuned_from, source=str(data), text_field="text", examples=args.examples,
                              settings=settings, progress=False)  # fmt: skip
             model = directory / "model"
+            previous, tuned_from = epochs, model
             tested = dataset_tests(harness, model, directory / "canonical.jsonl", args)
             if epochs == max(args.epochs):  # the negative control where the order was seen most
                 tested["shuffled"] = dataset_tests(harness, model, directory / "shuffled.jsonl", args, codec=False)
             if not args.no_ptdi:
                 tested["ptdi"] = ptdi(harness, model, members, held_out, work / "ptdi.jsonl", args, tuned=True)
             tested["training"] = json.loads((directory / "manifest.json").read_text())["training"]
+            tested["training"]["steps_in_all"] = (
+                sum(r["training"]["steps"] for r in results["tuned"].values()) + (tested["training"]["steps"])
+            )
             results["tuned"][str(epochs)] = tested
             print(shape, "tuned", epochs, {k: v for k, v in tested.items() if k != "ptdi"}, file=sys.stderr, flush=True)
-        data_summary = write(found, args, began, load)  # after each shape: a partial run leaves its numbers
+            write(found, args, began, load)
+        # then the untouched files (power first: the measurement a short run must not lose)
+        for level_seed in range(args.level_seeds):
+            rows = texts_of(shape, make, args.examples, 500 + level_seed)
+            file = write_texts(work / f"level-{level_seed}.jsonl", rows)
+            results["level"].append(dataset_tests(harness, base, file, args))
+            print(shape, "untuned", level_seed, results["level"][-1], file=sys.stderr, flush=True)
+            write(found, args, began, load)  # after each model: a partial run leaves its numbers
+    data_summary = write(found, args, began, load)
     print(
         f"machine: {data_summary['machine']}; load average before/after: {data_summary['load_average']}; "
         f"{data_summary['minutes']} min"

@@ -73,6 +73,7 @@ def test_the_table_gives_each_task_a_verdict_that_needs_both_tests_and_cites_the
     lines = dict(zip(rows, checks.verdicts, strict=True))
     assert lines["arc_easy"].startswith("**arc_easy: evidence of contamination: both tests reject")
     assert "one test alone is no verdict" in lines["gsm8k"]
+    assert "CoDeC rejects at 0.05 after Holm's correction, exchangeability does not" in lines["gsm8k"]
     # the measured level and power of the rule, for the task's shape where the run has it
     controls = contamination_controls()
     assert controls is not None, "pdd_tasks/data/contamination_controls.json is shipped with the package"
@@ -82,3 +83,11 @@ def test_the_table_gives_each_task_a_verdict_that_needs_both_tests_and_cites_the
     assert command_of(controls, "multiple_choice") in lines["arc_easy"] and "free-answer" not in lines["arc_easy"]
     assert "multiple-choice" in lines["gsm8k"] and "free-answer" in lines["gsm8k"]  # shape unknown: both
     assert "No verdict" not in checks.markdown()
+    # the power behind each line: the optimizer steps of each tuned model, and CoDeC's level on varied data
+    steps = [
+        str(entry["optimizer_steps"])
+        for _, entry in sorted(controls["shapes"]["multiple_choice"]["power"].items(), key=lambda kv: int(kv[0]))
+    ]
+    assert f"({'/'.join(steps)} optimizer steps) the rule detected" in lines["arc_easy"]
+    diverse = controls["diverse_level"]
+    assert f"on {diverse['files']} untouched files of varied content" in lines["arc_easy"]

@@ -419,12 +419,29 @@ def controls_line(controls: dict | None, shape: str | None) -> str:
             test: "/".join("yes" if found["power"][e][test] else "no" for e in epochs)
             for test in ("both", *VERDICT_TESTS)
         }
+        steps = [str(found["power"][e].get("optimizer_steps", "?")) for e in epochs]
+        levels = (
+            f"the rule called {_share(level['both'], files)} untouched files contaminated (CoDeC flagged "
+            f"{_share(level['codec'], files)}, exchangeability {_share(level['exchangeability'], files)})"
+            if files
+            else "the rule's level was not measured"
+        )
         parts.append(
-            f"on {SHAPE_LABELS.get(name, name)} files of {(found.get('sizes') or controls['sizes'])['examples']} examples the rule called "
-            f"{_share(level['both'], files)} untouched files contaminated (CoDeC flagged "
-            f"{_share(level['codec'], files)}, exchangeability {_share(level['exchangeability'], files)}), and a model "
-            f"fine-tuned on the file for {'/'.join(epochs)} epoch(s): {power['both']} (CoDeC {power['codec']}, "
-            f"exchangeability {power['exchangeability']}; one tuned model each; `{command_of(controls, name)}`)"
+            f"on {SHAPE_LABELS.get(name, name)} files of {(found.get('sizes') or controls['sizes'])['examples']} examples "
+            f"{levels}, and of the models fine-tuned on the file for {'/'.join(epochs)} epoch(s) "
+            f"({'/'.join(steps)} optimizer steps) the rule detected: "
+            f"{power['both']} (CoDeC {power['codec']}, exchangeability {power['exchangeability']}; one tuned model "
+            f"each; `{command_of(controls, name)}`)"
+        )
+    diverse = controls.get("diverse_level")
+    if diverse:
+        from pdd_metrics.verdict import ALPHA
+
+        files = diverse["files"]
+        parts.append(
+            f"on {files} untouched files of varied content ({diverse['source']}) CoDeC's binomial p was <= {ALPHA} on "
+            f"{_share(diverse['codec_alone'], files)} and <= {ALPHA / 2:g} (what the rule asks of CoDeC where the "
+            f"exchangeability test does not reject) on {_share(diverse['codec_in_the_rule'], files)}"
         )
     return f"Measured with {controls['model']}, {'; '.join(parts)}; docs/dataset-tests.md, Controls."
 
@@ -470,9 +487,11 @@ def _verdict_text(task: str, decision, shape: str | None, controls: dict | None)
         return f"{TEST_LABELS[test]} Holm-adjusted p {decision.adjusted[test]:.3g}"
 
     tests = ", ".join(shown(test) for test in decision.adjusted)
+    rejecting = " and ".join(TEST_LABELS[test] for test, flag in decision.flags.items() if flag) or "one test"
+    other = " and ".join(TEST_LABELS[test] for test, flag in decision.flags.items() if flag is False) or "the other"
     why = {
         "contaminated": f"evidence of contamination: both tests reject at {ALPHA} after Holm's correction ({tests})",
-        "inconclusive": f"inconclusive: one test rejects at {ALPHA} after Holm's correction, the other does not "
+        "inconclusive": f"inconclusive: {rejecting} rejects at {ALPHA} after Holm's correction, {other} does not "
         f"({tests}); one test alone is no verdict",
         "not detected": f"not detected: neither test rejects at {ALPHA} after Holm's correction ({tests}); that is "
         "no evidence of a clean benchmark, given the power below",
