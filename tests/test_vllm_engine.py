@@ -371,21 +371,28 @@ print(json.dumps({
 """
 
 
-def test_the_patch_keeps_exact_prompt_logprobs_as_arrays_in_vllms_processor():
-    """Patch vllm-prompt-logprob-arrays on vLLM's own LogprobsProcessor, fed two chunks as the engine
-    sends them: the exact request marked by the capture gets PromptLogprobArrays holding what stock vLLM
-    turns into FlatLogprobs (the same parse); top-k and unmarked requests get vLLM's FlatLogprobs."""
+def run_vllm_script(script: str, *args: str, timeout: int) -> subprocess.CompletedProcess:
+    """``script`` run by ``.venv-vllm``'s Python (this checkout on its path, offline, vLLM's CPU
+    settings); fails the test with its stderr unless it exits 0."""
     env = dict(os.environ, **OFFLINE, **VLLM_CPU_ENV, PYTHONPATH=str(REPO))
     env.pop("VIRTUAL_ENV", None)
     finished = subprocess.run(
-        [str(VENV / "bin" / "python"), "-c", PROCESSOR_SCRIPT],
+        [str(VENV / "bin" / "python"), "-c", script, *args],
         cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
     )
     assert finished.returncode == 0, finished.stderr[-8000:]
+    return finished
+
+
+def test_the_patch_keeps_exact_prompt_logprobs_as_arrays_in_vllms_processor():
+    """Patch vllm-prompt-logprob-arrays on vLLM's own LogprobsProcessor, fed two chunks as the engine
+    sends them: the exact request marked by the capture gets PromptLogprobArrays holding what stock vLLM
+    turns into FlatLogprobs (the same parse); top-k and unmarked requests get vLLM's FlatLogprobs."""
+    finished = run_vllm_script(PROCESSOR_SCRIPT, timeout=300)
     result = json.loads(finished.stdout.strip().splitlines()[-1])
     assert "vllm-prompt-logprob-arrays" in result["applied"], finished.stderr[-4000:]
     assert result["kinds"] == ["PromptLogprobArrays", "FlatLogprobs", "FlatLogprobs", "FlatLogprobs"]
@@ -439,17 +446,7 @@ def test_the_worker_computes_marked_requests_only(tiny_model):
     through collective_rpc): in one batch, the request marked for it gets 4 values per position whose
     mu/sigma equal those computed here from the full distribution the same request gets when marked for
     arrays only; an unmarked exact request and a top-5 request get what stock vLLM sends."""
-    env = dict(os.environ, **OFFLINE, **VLLM_CPU_ENV, PYTHONPATH=str(REPO))
-    env.pop("VIRTUAL_ENV", None)
-    finished = subprocess.run(
-        [str(VENV / "bin" / "python"), "-c", WORKER_SCRIPT, str(tiny_model)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert finished.returncode == 0, finished.stderr[-8000:]
+    finished = run_vllm_script(WORKER_SCRIPT, str(tiny_model), timeout=600)
     (line,) = [line for line in finished.stdout.splitlines() if line.startswith("RESULT ")]
     result = json.loads(line.removeprefix("RESULT "))
     print(f"\nthe worker's values against the full distribution's: {result}")
