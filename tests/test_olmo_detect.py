@@ -22,19 +22,35 @@ from lm_eval.tasks import TaskManager
 from pdd_tasks.loading.benchmark_data import DatasetError
 
 
-#: task suffix: (stage, domain folder, subset in the file names, has a shifted setting), from the README.
-SUBSETS = {
-    "dclm": ("pretraining", "dclm", "dclm", True),
-    "pes2o": ("pretraining", "pes2o", "pes2o", True),
-    "openwebmath": ("pretraining", "openwebmath", "openwebmath", True),
-    "starcoder_python": ("pretraining", "starcoder", "starcoder_python", True),
-    "starcoder_java": ("pretraining", "starcoder", "starcoder_java", True),
-    "gsm8k": ("midtraining", "gsm8k", "gsm8k", False),
-    "stackexchange_math": ("midtraining", "stackexchange", "stackexchange_math", True),
-    "stackexchange_stackoverflow": ("midtraining", "stackexchange", "stackexchange_stackoverflow", True),
-}
-MATCHED = [f"pdd_olmo_detect_{suffix}" for suffix in SUBSETS]
-SHIFTED = [f"pdd_olmo_detect_shifted_{suffix}" for suffix, (*_, shifted) in SUBSETS.items() if shifted]
+#: The test files of ``benchmark/`` as the repository lists them (pre- and mid-training), relative to it.
+PUBLISHED = [
+    f"pretraining/{domain}/{role}"
+    for domain in ("dclm", "pes2o", "openwebmath")
+    for role in (
+        f"member/matched/test/member_pretraining_{domain}_matched_test.jsonl",
+        f"member/shifted/test/member_pretraining_{domain}_shifted_test.jsonl",
+        f"non-member/test/non-member_pretraining_{domain}_test.jsonl",
+    )
+] + [
+    "pretraining/starcoder/member/matched/test/member_pretraining_starcoder_java_matched_test.jsonl",
+    "pretraining/starcoder/member/matched/test/member_pretraining_starcoder_python_matched_test.jsonl",
+    "pretraining/starcoder/member/shifted/test/member_pretraining_starcoder_java_shifted_test.jsonl",
+    "pretraining/starcoder/member/shifted/test/member_pretraining_starcoder_python_shifted_test.jsonl",
+    "pretraining/starcoder/non-member/test/non-member_pretraining_starcoder_java_test.jsonl",
+    "pretraining/starcoder/non-member/test/non-member_pretraining_starcoder_python_test.jsonl",
+    "midtraining/gsm8k/member/test/member_midtraining_gsm8k_test.jsonl",
+    "midtraining/gsm8k/non-member/test/non-member_midtraining_gsm8k_test.jsonl",
+    "midtraining/stackexchange/member/matched/test/member_midtraining_stackexchange_math_matched_test.jsonl",
+    "midtraining/stackexchange/member/matched/test/member_midtraining_stackexchange_stackoverflow_matched_test.jsonl",
+    "midtraining/stackexchange/member/shifted/test/member_midtraining_stackexchange_math_shifted_test.jsonl",
+    "midtraining/stackexchange/member/shifted/test/member_midtraining_stackexchange_stackoverflow_shifted_test.jsonl",
+    "midtraining/stackexchange/non-member/test/non-member_midtraining_stackexchange_math_test.jsonl",
+    "midtraining/stackexchange/non-member/test/non-member_midtraining_stackexchange_stackoverflow_test.jsonl",
+]
+SUBSETS = ["dclm", "pes2o", "openwebmath", "starcoder_python", "starcoder_java", "gsm8k"]
+SUBSETS += ["stackexchange_math", "stackexchange_stackoverflow"]
+MATCHED = [f"pdd_olmo_detect_{subset}" for subset in SUBSETS]
+SHIFTED = [f"pdd_olmo_detect_shifted_{subset}" for subset in SUBSETS if subset != "gsm8k"]
 
 
 def manager(**metadata) -> TaskManager:
@@ -50,8 +66,14 @@ def record(text: str) -> dict:
     return {"text": text, "url": "https://example.org/page", "1b_13-gram_overlap_score": 0.03, "metadata": {"a": 1}}
 
 
-def texts(subset: str, role: str, split: str = "test") -> list[str]:
-    return [f"{role} {subset} {split} {i}: the copper river bends past the mill" for i in range(2)]
+def texts(path: str) -> list[str]:
+    """The made-up texts of one file: named after it, so a text says which file it came from."""
+    return [f"{Path(path).stem} {i}: the copper river bends past the mill" for i in range(2)]
+
+
+def dev(path: str) -> str:
+    """The dev file beside a test file (``.../test/..._test.jsonl`` -> ``.../dev/..._dev.jsonl``)."""
+    return path.replace("/test/", "/dev/").replace("_test.jsonl", "_dev.jsonl")
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> None:
@@ -61,23 +83,22 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
-    """A copy of the repository: ``benchmark/<stage>/<domain>/...`` with test and dev files."""
+    """A copy of the repository: ``benchmark/`` with the published test files and a dev file beside each."""
     root = tmp_path_factory.mktemp("olmo") / "OLMo-Detect"
-    for subset_key, (stage, domain, subset, shifted) in SUBSETS.items():
-        folder = root / "benchmark" / stage / domain
-        for split in ("test", "dev"):
-            rows = [record(t) for t in texts(subset_key, "non-member", split)]
-            write_jsonl(folder / "non-member" / split / f"non-member_{stage}_{subset}_{split}.jsonl", rows)
-            if not shifted:
-                rows = [record(t) for t in texts(subset_key, "member", split)]
-                write_jsonl(folder / "member" / split / f"member_{stage}_{subset}_{split}.jsonl", rows)
-                continue
-            for setting in ("matched", "shifted"):
-                rows = [record(t) for t in texts(subset_key, f"member {setting}", split)]
-                write_jsonl(
-                    folder / "member" / setting / split / f"member_{stage}_{subset}_{setting}_{split}.jsonl", rows
-                )
+    for path in PUBLISHED:
+        for name in (path, dev(path)):
+            write_jsonl(root / "benchmark" / name, [record(t) for t in texts(name)])
     return root
+
+
+def expected_files(task: str) -> tuple[str, str]:
+    """(member file, non-member file) of a task, picked from the published list by name."""
+    shifted = task.startswith("pdd_olmo_detect_shifted_")
+    subset = task.removeprefix("pdd_olmo_detect_shifted_").removeprefix("pdd_olmo_detect_")
+    setting = "" if subset == "gsm8k" else ("_shifted" if shifted else "_matched")
+    (member,) = [p for p in PUBLISHED if Path(p).name.endswith(f"ing_{subset}{setting}_test.jsonl") and "/member/" in p]
+    (nonmember,) = [p for p in PUBLISHED if Path(p).name.endswith(f"ing_{subset}_test.jsonl") and "/non-member/" in p]
+    return member, nonmember
 
 
 def test_the_tasks_and_groups_are_indexed_and_hold_their_tasks(repo):
@@ -90,12 +111,10 @@ def test_the_tasks_and_groups_are_indexed_and_hold_their_tasks(repo):
 
 
 @pytest.mark.parametrize("name", MATCHED + SHIFTED)
-def test_each_task_reads_its_test_files(name, repo):
-    setting = "shifted" if name.startswith("pdd_olmo_detect_shifted_") else "matched"
-    subset = name.removeprefix("pdd_olmo_detect_shifted_").removeprefix("pdd_olmo_detect_")
-    member_role = "member" if subset == "gsm8k" else f"member {setting}"
+def test_each_task_reads_its_two_test_files(name, repo):
+    member, nonmember = expected_files(name)
     docs = list(load_task(name, data_source=str(repo)).test_docs())
-    expected = [(t, 1) for t in texts(subset, member_role)] + [(t, 0) for t in texts(subset, "non-member")]
+    expected = [(t, 1) for t in texts(member)] + [(t, 0) for t in texts(nonmember)]
     assert [(d["text"], d["label"]) for d in docs] == expected
 
 
@@ -115,7 +134,7 @@ def test_the_paths_are_the_published_ones(repo):
 def test_the_benchmark_folder_itself_works_as_data_source(repo):
     docs = list(load_task("pdd_olmo_detect_starcoder_java", data_source=str(repo / "benchmark")).test_docs())
     assert [d["label"] for d in docs] == [1, 1, 0, 0]
-    assert docs[0]["text"] == texts("starcoder_java", "member matched")[0]
+    assert docs[0]["text"] == texts(expected_files("pdd_olmo_detect_starcoder_java")[0])[0]
 
 
 def test_without_a_local_copy_the_message_says_where_to_get_it():
@@ -163,5 +182,6 @@ def test_lm_eval_scores_a_subset_end_to_end(tiny_model, tiny_table, repo, tmp_pa
     record = read_results(out)["configs"][task]["metadata"]["recall_prefixes"]
     assert record["source"] == "recall_prefix_file" and record["path"] == str(dev)
     samples = read_samples(out, task)
-    expected = [(t, 1) for t in texts("gsm8k", "member")] + [(t, 0) for t in texts("gsm8k", "non-member")]
+    member, nonmember = expected_files(task)
+    expected = [(t, 1) for t in texts(member)] + [(t, 0) for t in texts(nonmember)]
     assert sorted((s["doc"]["text"], s["doc"]["label"]) for s in samples) == sorted(expected)
