@@ -1,6 +1,7 @@
 """Writes the task YAMLs of the families made from a list, with their group files: WikiMIA-24,
-WikiMIA paraphrased and WikiMIA-25 (one task per text length), Copyright Traps (one per split) and
-MIMIR (one per domain; groups ``pdd_mimir`` and the SoK's ``pdd_mimir_sok``).
+WikiMIA paraphrased and WikiMIA-25 (one task per text length), Copyright Traps (one per split),
+MIMIR (one per domain; groups ``pdd_mimir`` and the SoK's ``pdd_mimir_sok``) and OLMo-Detect (one per
+pre- and mid-training subset; groups ``pdd_olmo_detect`` and ``pdd_olmo_detect_shifted``).
 
     python task_configs/generate.py            # rewrite the YAMLs
     python task_configs/generate.py --check    # list the YAMLs that differ from what it would write
@@ -97,6 +98,61 @@ COPYRIGHT_TRAPS = {
     for length in (25, 50, 100)
     for reps in (10, 100, 1000)
 }
+#: OLMo-Detect: the layout of github.com/ted-tennis/OLMo-Detect at commit 8ed11cd (its README and file
+#: list): benchmark/<stage>/<domain>/member/{matched,shifted}/test/member_<stage>_<subset>_<setting>_test.jsonl
+#: and .../non-member/test/non-member_<stage>_<subset>_test.jsonl (shared by both settings), one JSON
+#: object per line, the text in ``text``. Task suffix: (stage, domain folder, subset, has a shifted
+#: setting). GSM8K has no matched/shifted level (its members: member/test/member_midtraining_gsm8k_test.jsonl).
+OLMO_DETECT_SUBSETS = {
+    "dclm": ("pretraining", "dclm", "dclm", True),
+    "pes2o": ("pretraining", "pes2o", "pes2o", True),
+    "openwebmath": ("pretraining", "openwebmath", "openwebmath", True),
+    "starcoder_python": ("pretraining", "starcoder", "starcoder_python", True),
+    "starcoder_java": ("pretraining", "starcoder", "starcoder_java", True),
+    "gsm8k": ("midtraining", "gsm8k", "gsm8k", False),
+    "stackexchange_math": ("midtraining", "stackexchange", "stackexchange_math", True),
+    "stackexchange_stackoverflow": ("midtraining", "stackexchange", "stackexchange_stackoverflow", True),
+}
+OLMO_DETECT_SOURCE = "https://github.com/ted-tennis/OLMo-Detect (folder benchmark/; commit 8ed11cd)"
+OLMO_DETECT_HUB_NOTE = (
+    "the Hub dataset TedSSS/OLMo-Detect is not read: its card and file layout could not be checked; these "
+    "tasks read the layout of the authors' GitHub repository"
+)
+
+
+def olmo_detect_tasks(setting: str) -> dict[str, dict]:
+    """One task per OLMo-Detect subset in ``setting`` (``matched``: ``pdd_olmo_detect_<subset>``;
+    ``shifted``: ``pdd_olmo_detect_shifted_<subset>``), on the subset's test files."""
+    tasks = {}
+    for suffix, (stage, domain, subset, has_shifted) in OLMO_DETECT_SUBSETS.items():
+        if setting == "shifted" and not has_shifted:
+            continue
+        folder = f"benchmark/{stage}/{domain}"
+        if has_shifted:
+            member = f"{folder}/member/{setting}/test/member_{stage}_{subset}_{setting}_test.jsonl"
+        else:
+            member = f"{folder}/member/test/member_{stage}_{subset}_test.jsonl"
+        name = f"pdd_olmo_detect_{suffix}" if setting == "matched" else f"pdd_olmo_detect_shifted_{suffix}"
+        tasks[name] = {
+            "include": "_default_template_yaml",
+            "task": name,
+            "metadata": {
+                "version": 1.0,
+                "dataset_label": f"OLMo-Detect {stage} {subset} ({setting}, test)",
+                "source_url": OLMO_DETECT_SOURCE,
+                "hub_note": OLMO_DETECT_HUB_NOTE,
+                "data_source": "hub",
+                "schema": "member_nonmember",
+                "text_field": "text",
+                "hub_files": {
+                    "member": member,
+                    "nonmember": f"{folder}/non-member/test/non-member_{stage}_{subset}_test.jsonl",
+                },
+            },
+        }
+    return tasks
+
+
 #: Left out of MIMIR's SoK group (Meeus et al. 2025 recommend ngram_13_0.8 "yet not the Github split").
 MIMIR_NOT_IN_SOK = ("pdd_mimir_github",)
 
@@ -111,6 +167,8 @@ def _families() -> dict[str, tuple[dict[str, dict], dict[str, list[str]]]]:
     wikimia25 = split_tasks("pdd_wikimia25", WIKIMIA25, "input")
     traps = split_tasks("pdd_copyright_traps", COPYRIGHT_TRAPS, "text")
     mimir = mimir_domains()
+    olmo_detect = olmo_detect_tasks("matched")
+    olmo_detect_shifted = olmo_detect_tasks("shifted")
     return {
         "wikimia24": (wikimia24, {"pdd_wikimia24": list(wikimia24)}),
         "wikimia_paraphrased": (paraphrased, {"pdd_wikimia_paraphrased": list(paraphrased)}),
@@ -119,6 +177,10 @@ def _families() -> dict[str, tuple[dict[str, dict], dict[str, list[str]]]]:
         "mimir": (
             mimir,
             {"pdd_mimir": list(mimir), "pdd_mimir_sok": [name for name in mimir if name not in MIMIR_NOT_IN_SOK]},
+        ),
+        "olmo_detect": (
+            olmo_detect | olmo_detect_shifted,
+            {"pdd_olmo_detect": list(olmo_detect), "pdd_olmo_detect_shifted": list(olmo_detect_shifted)},
         ),
     }
 

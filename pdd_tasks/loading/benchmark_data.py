@@ -164,10 +164,11 @@ class DataSpec:
         packaged_file: path of the shipped copy below ``pdd_tasks/data``.
         local_files: file names (glob patterns allowed) looked for in a data_source directory (and
             its subdirectories) or zip (metadata ``local_file``, a name or a list).
-        hub_files: for a Hub dataset whose ``datasets`` loader is a script (MIMIR), the repository
-            files to fetch with ``huggingface_hub.hf_hub_download``, by role (``member``,
-            ``nonmember``); each holds one JSON string per line. In a data_source directory the
-            same relative paths are looked for.
+        hub_files: a repository's files of one class each, by role (``member``, ``nonmember``):
+            for a Hub dataset whose ``datasets`` loader is a script (MIMIR), fetched with
+            ``huggingface_hub.hf_hub_download``; in a data_source directory the same relative paths
+            are looked for (also OLMo-Detect's, a GitHub repository: ``hub_id`` None). Each line is
+            one JSON string, or one JSON object whose ``text_field`` holds the text.
         schema: ``text_label`` (a text field and a 0/1 label field) or ``member_nonmember`` (a
             member text field and a non-member text field per row, as MIMIR publishes it).
         text_field, label_field: field names for ``text_label``.
@@ -176,7 +177,8 @@ class DataSpec:
         word_unit: ``whitespace`` (English: whitespace-separated words, the original spacing kept)
             or ``jieba`` (Chinese: :func:`pdd_tasks.loading.chinese.first_n_words`).
         source_url: where to get the data when it is not on the Hub.
-        hub_note: added to the message when the Hub cannot be reached (e.g. "gated: accept ...").
+        hub_note: added to the message when the Hub cannot be reached (e.g. "gated: accept ..."), or,
+            without ``hub_id``, to the message saying why the task reads a local copy only.
     """
 
     task: str
@@ -328,9 +330,13 @@ def _read_rows(spec: DataSpec) -> tuple[list[dict], str]:
 def _read_hub_rows(spec: DataSpec) -> tuple[list[dict], str]:
     if spec.hub_id is None:
         where = f"download it from {spec.source_url}, then " if spec.source_url else ""
+        hub = (
+            f"has no Hugging Face Hub loader here ({spec.hub_note})"
+            if spec.hub_note
+            else "is not on the Hugging Face Hub"
+        )
         raise DatasetError(
-            f"{spec.task}: {spec.dataset} is not on the Hugging Face Hub, so it needs a local copy: "
-            f"{where}{spec.override_hint()}."
+            f"{spec.task}: {spec.dataset} {hub}, so it needs a local copy: {where}{spec.override_hint()}."
         )
     config = f", config {spec.hub_config}" if spec.hub_config else ""
     label = f"{spec.dataset} from the Hugging Face Hub (dataset {spec.hub_id}{config}, split {spec.split})"
@@ -343,7 +349,7 @@ def _read_hub_rows(spec: DataSpec) -> tuple[list[dict], str]:
                 path = hf_hub_download(repo_id=spec.hub_id, filename=filename, repo_type="dataset")
                 rows += [
                     {spec.member_field if role == "member" else spec.nonmember_field: text}
-                    for text in read_json_strings(path)
+                    for text in read_json_strings(path, spec.text_field)
                 ]
         else:
             rows = datasets.load_dataset(spec.hub_id, spec.hub_config, split=spec.split).to_list()
@@ -373,7 +379,7 @@ def _read_directory_rows(folder: Path, spec: DataSpec) -> tuple[list[dict], str]
                     f"{spec.nonmember_field} fields also works."
                 )
             field = spec.member_field if role == "member" else spec.nonmember_field
-            rows += [{field: text} for text in read_json_strings(found)]
+            rows += [{field: text} for text in read_json_strings(found, spec.text_field)]
         return rows, str(folder)
     if (folder / "dataset_dict.json").is_file():  # a datasets.save_to_disk copy
         saved = datasets.load_from_disk(str(folder))

@@ -165,7 +165,7 @@ def read_text(path: str | Path) -> str:
 
 
 def iter_json_lines(
-    path: str | Path, expected: type = dict, what: str = "a JSON object"
+    path: str | Path, expected: type | tuple[type, ...] = dict, what: str = "a JSON object"
 ) -> Iterator[tuple[int, object]]:
     """``(line number, value)`` for each non-blank line of a JSON Lines file, plain or gzipped.
 
@@ -195,9 +195,24 @@ def read_jsonl(path: str | Path) -> list[dict]:
     return [record for _, record in iter_jsonl_records(path)]
 
 
-def read_json_strings(path: str | Path) -> list[str]:
-    """The texts of a file holding one JSON string per line (MIMIR's ``train``/``test`` files)."""
-    return [text for _, text in iter_json_lines(path, str, "a JSON string (one text per line)")]
+def read_json_strings(path: str | Path, text_field: str | None = None) -> list[str]:
+    """The texts of a JSON Lines file of one class: one JSON string per line (MIMIR's ``train``/``test``
+    files) or, where ``text_field`` is given, one JSON object per line whose ``text_field`` holds the
+    text (OLMo-Detect's ``member_*.jsonl``/``non-member_*.jsonl``); a line may be either."""
+    if text_field is None:
+        return [text for _, text in iter_json_lines(path, str, "a JSON string (one text per line)")]
+    what = f"a JSON string, or a JSON object with a {text_field!r} field"
+    texts = []
+    for line_number, value in iter_json_lines(path, (str, dict), what):
+        if isinstance(value, dict):
+            if text_field not in value:
+                raise DatasetError(
+                    f"{path}:{line_number}: no {text_field!r} field (fields: {', '.join(sorted(value)[:12])}). "
+                    f'Name the text field with --metadata \'{{"text_field": "..."}}\'.'
+                )
+            value = value[text_field]
+        texts.append(value)
+    return texts
 
 
 def read_json(path: str | Path) -> object:
