@@ -20,7 +20,7 @@ from pathlib import Path
 
 import datasets
 import pytest
-from conftest import REPO, read_results, read_samples, run_lm_eval, tasks_path
+from conftest import REPO, cpu_float32, harness_args, read_results, read_samples, run_lm_eval, tasks_path
 from lm_eval.tasks import TaskManager
 
 from pdd_tasks.backends.base import PerTokenRequest
@@ -201,13 +201,8 @@ def test_copyright_traps_with_recall_prefixes_from_the_extra_non_members(tiny_mo
         "recall_prefix_file": str(extra),
     }
     run_lm_eval(
-        [
-            "--model", "hf", "--model_args", f"pretrained={tiny_model},dtype=float32", "--device", "cpu",
-            "--include_path", tasks_path(), "--tasks", task,
-            "--batch_size", "4", "--output_path", str(out), "--log_samples", "--metadata", json.dumps(metadata),
-        ],
-        cwd=tmp_path,
-    )  # fmt: skip
+        harness_args(cpu_float32(tiny_model), task, out, batch_size=4, metadata=metadata, device="cpu"), cwd=tmp_path
+    )
     results = read_results(out)
     for method in ("loss", "zlib", "recall"):
         assert 0.0 <= results["results"][task][f"{method}_auc,none"] <= 1.0

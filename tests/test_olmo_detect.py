@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import read_results, read_samples, run_lm_eval, tasks_path
+from conftest import cpu_float32, harness_args, read_results, read_samples, run_lm_eval, tasks_path
 from lm_eval.tasks import TaskManager
 
 from pdd_tasks.loading.benchmark_data import DatasetError
@@ -169,13 +169,8 @@ def test_lm_eval_scores_a_subset_end_to_end(tiny_model, tiny_table, repo, tmp_pa
         "recall_prefix_file": str(dev),
     }
     run_lm_eval(
-        [
-            "--model", "hf", "--model_args", f"pretrained={tiny_model},dtype=float32", "--device", "cpu",
-            "--include_path", tasks_path(), "--tasks", task,
-            "--batch_size", "4", "--output_path", str(out), "--log_samples", "--metadata", json.dumps(metadata),
-        ],
-        cwd=tmp_path,
-    )  # fmt: skip
+        harness_args(cpu_float32(tiny_model), task, out, batch_size=4, metadata=metadata, device="cpu"), cwd=tmp_path
+    )
     results = read_results(out)["results"][task]
     for method in ("loss", "zlib", "min_k", "dcpdd", "recall"):
         assert 0.0 <= results[f"{method}_auc,none"] <= 1.0
