@@ -59,6 +59,7 @@ from pdd_tasks.backends.base import route_requests
 from pdd_tasks.backends.completions import refuse_chat_completions, score_per_token_api
 from pdd_tasks.backends.cpu_parallel import adopt_accelerator_processes
 from pdd_tasks.backends.hf import score_per_token_hf
+from pdd_tasks.backends.seeded_sampling import generate_until_seeded
 from pdd_tasks.backends.vllm import (
     STATS_COLUMNS,
     VLLM_MODULE,
@@ -298,25 +299,15 @@ def _refusing_per_token_requests(stock):
     return loglikelihood
 
 
-def _seeding_generation(stock):
-    """Replacement of ``HFLM._model_generate``: a request with a ``seed`` generation key (SaMIA's
-    samples) is generated under that seed, in a forked RNG state (the process's RNG is left as it
-    was); without one, the stock method unchanged. ``HFLM.generate_until`` batches requests of equal
-    generation keys only, so a seeded request is generated alone and its text depends on its seed,
-    not on the batch or the order."""
+def _sampling_seeded_requests(stock):
+    """Replacement of ``HFLM.generate_until``: requests with a ``seed`` generation key (SaMIA's
+    continuations) sampled many to a batch, each row under its own seed; the others by the stock
+    method, unchanged (:func:`~pdd_tasks.backends.seeded_sampling.generate_until_seeded`)."""
 
-    def _model_generate(self, context, max_length, stop, **generation_kwargs):
-        seed = generation_kwargs.pop("seed", None)
-        if seed is None:
-            return stock(self, context, max_length, stop, **generation_kwargs)
-        import torch
+    def generate_until(self, requests, disable_tqdm: bool = False):
+        return generate_until_seeded(self, requests, stock, disable_tqdm=disable_tqdm)
 
-        devices = [self.device] if getattr(self.device, "type", "cpu") == "cuda" else []
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(int(seed))
-            return stock(self, context, max_length, stop, **generation_kwargs)
-
-    return _model_generate
+    return generate_until
 
 
 def _with_pdd_stderrs(stock):
@@ -624,12 +615,13 @@ PATCHES: tuple[Patch, ...] = (
         name="hf-seeded-generation",
         purpose=(
             "--model hf honours a generate_until request's seed key (SaMIA's samples; vLLM and completion "
-            "servers take it natively): the request is sampled under that seed, whatever the batch or order"
+            "servers take it natively): requests that differ only in their seed are sampled together, each row "
+            "from a generator of its own seed, so a continuation depends on its seed, not on the batch or order"
         ),
-        changes="models/huggingface.py: HFLM._model_generate",
+        changes="models/huggingface.py: HFLM.generate_until",
         when="always",
-        targets=lambda: [(cls, "_model_generate") for cls in _hflm()],
-        replacement=_seeding_generation,
+        targets=lambda: [(cls, "generate_until") for cls in _hflm()],
+        replacement=_sampling_seeded_requests,
     ),
     Patch(
         name="hf-cpu-processes",

@@ -129,7 +129,7 @@ print(json.dumps({
     # the real engine in test_vllm_engine.py): nothing of it in this process
     assert result["applied"] == [name for name in result["listed"] if name != "vllm-worker-prompt-stats"]
     assert result["changed"] == [
-        "HFLM._model_generate",
+        "HFLM.generate_until",
         "HFLM.loglikelihood",
         "HFLM.rank",
         "HFLM.world_size",

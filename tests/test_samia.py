@@ -11,10 +11,14 @@ import numpy as np
 import pytest
 import torch
 from conftest import cpu_float32, harness_args, read_samples, run_lm_eval
+from lm_eval.api.instance import Instance
+from lm_eval.api.model import CachingLM
+from lm_eval.models.huggingface import HFLM
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import pdd_metrics.samia
 from pdd_metrics import samia_score, samia_split
+from pdd_tasks import lm_eval_patches
 from pdd_tasks.registry import METHODS, SamiaTextError, ScoringSettings, SettingError, generation_requests
 
 
@@ -142,32 +146,35 @@ def test_a_one_word_text_is_refused_with_the_fix():
 
 
 def direct_generation(model, tokenizer, prefix: str, gen_kwargs: dict) -> str:
-    """The continuation transformers samples from ``prefix`` under the request's seed (the stock
-    ``generate`` of the model, as HFLM calls it for one request: no special tokens added)."""
-    ids = torch.tensor([tokenizer(prefix, add_special_tokens=False).input_ids])
-    torch.manual_seed(gen_kwargs["seed"])
-    output = model.generate(
-        input_ids=ids,
-        attention_mask=torch.ones_like(ids),
-        do_sample=True,
-        temperature=gen_kwargs["temperature"],
-        top_k=gen_kwargs["top_k"],
-        top_p=gen_kwargs["top_p"],
-        max_new_tokens=gen_kwargs["max_gen_toks"],
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    return tokenizer.decode(output[0, ids.shape[1] :].tolist()).split(tokenizer.eos_token)[0]
+    """The continuation of ``prefix`` sampled token by token without ``generate``: each step one full
+    forward pass of prefix + tokens so far (no key-value cache), the top-k logits kept, softmax at the
+    temperature, one ``torch.multinomial`` draw from a generator seeded with the request's seed; until
+    the end-of-text token or ``max_gen_toks`` tokens."""
+    assert gen_kwargs["top_p"] == 1.0
+    tokens = tokenizer(prefix, add_special_tokens=False).input_ids
+    generator = torch.Generator().manual_seed(gen_kwargs["seed"])
+    new = []
+    with torch.no_grad():
+        for _ in range(gen_kwargs["max_gen_toks"]):
+            logits = model(torch.tensor([tokens + new])).logits[0, -1].float() / gen_kwargs["temperature"]
+            kth = torch.topk(logits, gen_kwargs["top_k"]).values[-1]
+            probs = torch.softmax(logits.masked_fill(logits < kth, -float("inf")), dim=-1)
+            new.append(int(torch.multinomial(probs, 1, generator=generator)))
+            if new[-1] == tokenizer.eos_token_id:
+                break
+    return tokenizer.decode(new).split(tokenizer.eos_token)[0]
 
 
 def test_lm_eval_run_samples_each_continuation_under_its_seed(tiny_model, tiny_table, tmp_path):
-    """Through lm_eval (--model hf, in-process, batch size 4): the generate_until requests continue each
-    text's first half; each continuation is what transformers samples from that prefix alone under the
-    request's seed (so it depends on neither the batch nor the order); the logged score is the
-    authors' formula on those continuations."""
-    metadata = {"freq_table": str(tiny_table), "lowercase": False, "samia": True, "samia_samples": 2}
+    """Through lm_eval (--model hf, in-process, batch size 2): the generate_until requests continue each
+    text's first half; a text's 3 continuations are sampled in batches of 2 (patch hf-seeded-generation),
+    yet each is what the token-by-token sampler draws from that prefix alone under the request's seed
+    (so it depends on neither the batch nor the order); the logged score is the authors' formula on
+    those continuations."""
+    metadata = {"freq_table": str(tiny_table), "lowercase": False, "samia": True, "samia_samples": 3}
     metadata |= {"samia_max_tokens": 6}
     out = tmp_path / "out"
-    args = harness_args(cpu_float32(tiny_model), "pdd_wikimia_32", out, batch_size=4, metadata=metadata, limit=2)
+    args = harness_args(cpu_float32(tiny_model), "pdd_wikimia_32", out, batch_size=2, metadata=metadata, limit=2)
     run_lm_eval([*args, "--device", "cpu"], cwd=tmp_path)
     model = AutoModelForCausalLM.from_pretrained(tiny_model).eval()
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
@@ -175,10 +182,35 @@ def test_lm_eval_run_samples_each_continuation_under_its_seed(tiny_model, tiny_t
     assert len(samples) == 2
     for sample in samples:
         text = sample["doc"]["text"]
-        requested = list(sample["arguments"].values())[-2:]
-        generated = [resp[0] for resp in sample["resps"][-2:]]
-        assert [argument["arg_0"] for argument in requested] == [samia_split(text)[0]] * 2
-        assert generated[0] != generated[1]
+        requested = list(sample["arguments"].values())[-3:]
+        generated = [resp[0] for resp in sample["resps"][-3:]]
+        assert [argument["arg_0"] for argument in requested] == [samia_split(text)[0]] * 3
+        assert len(set(generated)) == 3
         for argument, continuation in zip(requested, generated, strict=True):
             assert direct_generation(model, tokenizer, argument["arg_0"], argument["arg_1"]) == continuation
         assert sample["samia_auc"][0] == pytest.approx(authors_samia(text, generated, zlib_weighted=False))
+
+
+def test_hf_samples_seeded_requests_together_and_leaves_the_others_to_the_stock_method(tiny_model, tmp_path):
+    """One HFLM.generate_until call (batch size 2) with two texts' seeded requests and a stock greedy
+    request between them: each seeded answer is the token-by-token sampler's under its seed, the greedy
+    one is the stock method's answer, all in request order. Under lm-eval's --use_cache (which stores no
+    sampled request) a second run samples them again, to the same texts."""
+    lm = HFLM(pretrained=str(tiny_model), dtype="float32", device="cpu", batch_size=2)
+    lm_eval_patches.apply()
+    settings = ScoringSettings.from_metadata({"samia": True, "samia_samples": 3, "samia_max_tokens": 5})
+    first, second = (generation_requests(text, settings) for text in ("one two three four", "five six seven eight"))
+    greedy = ("one two", {"until": ["\n"], "do_sample": False, "max_gen_toks": 4})
+    arguments = [(c, k) for _, c, k in first[:2]] + [greedy] + [(c, k) for _, c, k in first[2:] + second]
+    requests = [Instance("generate_until", {}, args, i) for i, args in enumerate(arguments)]
+    answers = lm.generate_until(requests, disable_tqdm=True)
+    seeding = next(patch for patch in lm_eval_patches.PATCHES if patch.name == "hf-seeded-generation")
+    with seeding.suspended():
+        assert answers[2] == lm.generate_until([requests[2]], disable_tqdm=True)[0]
+    model, tokenizer = lm.model, lm.tokenizer
+    for i in (0, 1, 3, 4, 5, 6):
+        assert answers[i] == direct_generation(model, tokenizer, *arguments[i])
+    assert len(set(answers[:2] + answers[3:])) == 6
+    cache = str(tmp_path / "cache.db")
+    assert CachingLM(lm, cache).generate_until(requests) == answers
+    assert CachingLM(lm, cache).generate_until(requests) == answers
