@@ -432,7 +432,8 @@ def markdown(found: dict) -> str:
             + f" (flagged {flagged['exchangeability']}/{n}) | - | contaminated {both}/{n} | "
             f"{ptdi_range(results.get('ptdi_untuned'), 'fdr')} | n/a |"
             if n
-            else f"| {SHAPES[shape][0]}-shaped ({examples}) | untuned | not run | not run | - | - | - | n/a |"
+            else f"| {SHAPES[shape][0]}-shaped ({examples}) | untuned | not run | not run | - | - | "
+            f"{ptdi_range(results.get('ptdi_untuned'), 'fdr')} | n/a |"
         )
         for epochs, r in results["tuned"].items():
             shuffled = f"{r['shuffled']['exchangeability_pvalue']:.2g}" if "shuffled" in r else "-"
