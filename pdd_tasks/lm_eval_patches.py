@@ -59,7 +59,7 @@ from pdd_tasks.backends.base import route_requests
 from pdd_tasks.backends.completions import refuse_chat_completions, score_per_token_api
 from pdd_tasks.backends.cpu_parallel import adopt_accelerator_processes
 from pdd_tasks.backends.hf import score_per_token_hf
-from pdd_tasks.backends.seeded_sampling import generate_until_seeded
+from pdd_tasks.backends.seeded_sampling import is_seeded, sample_seeded
 from pdd_tasks.backends.vllm import (
     STATS_COLUMNS,
     VLLM_MODULE,
@@ -301,11 +301,12 @@ def _refusing_per_token_requests(stock):
 
 def _sampling_seeded_requests(stock):
     """Replacement of ``HFLM.generate_until``: requests with a ``seed`` generation key (SaMIA's
-    continuations) sampled many to a batch, each row under its own seed; the others by the stock
-    method, unchanged (:func:`~pdd_tasks.backends.seeded_sampling.generate_until_seeded`)."""
+    continuations) sampled many to a batch, each row under its own seed
+    (:func:`~pdd_tasks.backends.seeded_sampling.sample_seeded`); the others by the stock method, in one
+    call and unchanged (:func:`route_requests`)."""
 
     def generate_until(self, requests, disable_tqdm: bool = False):
-        return generate_until_seeded(self, requests, stock, disable_tqdm=disable_tqdm)
+        return route_requests(self, requests, stock, sample_seeded, disable_tqdm, ours=is_seeded)
 
     return generate_until
 

@@ -222,30 +222,36 @@ def refuse_gradients(requests: list, backend: str) -> None:
         )
 
 
-def route_requests(lm, requests: list, stock_loglikelihood, score_per_token, disable_tqdm: bool = False, **kwargs):
-    """Answer a run's loglikelihood requests: :class:`PerTokenRequest` s by ``score_per_token``, the others
-    by ``stock_loglikelihood``, in one call each, and the answers back in request order.
+def is_per_token(request) -> bool:
+    """Whether a loglikelihood request is one of the pdd tasks' :class:`PerTokenRequest` s."""
+    return isinstance(request, PerTokenRequest)
+
+
+def route_requests(lm, requests: list, stock, answer, disable_tqdm: bool = False, *, ours=is_per_token, **kwargs):
+    """Answer a run's requests of one kind: those ``ours`` picks by ``answer``, the others by ``stock``,
+    in one call each, and the answers back in request order.
 
     Args:
-        lm: the model object (``self`` of its ``loglikelihood``).
-        requests: the requests lm-eval passes to ``loglikelihood``, of any type.
-        stock_loglikelihood: the backend's own, unbound ``loglikelihood`` (``(sum_logprob, is_greedy)``).
-        score_per_token: ``score_per_token(lm, requests, disable_tqdm=...)``, a list of
-            :class:`TokenScores` in request order.
+        lm: the model object (``self`` of the method replaced).
+        requests: the requests lm-eval passes to that method, of any type.
+        stock: the backend's own, unbound method (``loglikelihood``: ``(sum_logprob, is_greedy)`` each).
+        answer: ``answer(lm, requests, disable_tqdm=...)``, one answer per request it is given, in their
+            order (:class:`TokenScores` for per-token requests).
         disable_tqdm: passed to both.
-        **kwargs: passed to ``stock_loglikelihood`` unchanged.
+        ours: which requests go to ``answer`` (default: :class:`PerTokenRequest` s).
+        **kwargs: passed to ``stock`` unchanged.
 
     Returns:
-        One answer per request, in request order; requests of other types get exactly the stock answer.
+        One answer per request, in request order; the other requests get exactly the stock answer.
     """
-    wants_tokens = [isinstance(request, PerTokenRequest) for request in requests]
-    if not any(wants_tokens):
-        return stock_loglikelihood(lm, requests, disable_tqdm=disable_tqdm, **kwargs)
-    others = [request for request, wants in zip(requests, wants_tokens, strict=True) if not wants]
-    stock = iter(stock_loglikelihood(lm, others, disable_tqdm=disable_tqdm, **kwargs) if others else ())
-    per_token = [request for request, wants in zip(requests, wants_tokens, strict=True) if wants]
-    captured = iter(score_per_token(lm, per_token, disable_tqdm=disable_tqdm))
-    return [next(captured) if wants else next(stock) for wants in wants_tokens]
+    picked = [ours(request) for request in requests]
+    if not any(picked):
+        return stock(lm, requests, disable_tqdm=disable_tqdm, **kwargs)
+    others = [request for request, is_ours in zip(requests, picked, strict=True) if not is_ours]
+    stock_answers = iter(stock(lm, others, disable_tqdm=disable_tqdm, **kwargs) if others else ())
+    own = [request for request, is_ours in zip(requests, picked, strict=True) if is_ours]
+    own_answers = iter(answer(lm, own, disable_tqdm=disable_tqdm))
+    return [next(own_answers) if is_ours else next(stock_answers) for is_ours in picked]
 
 
 class EncodedText(NamedTuple):

@@ -8,7 +8,7 @@ alone, and at batch size 1 a small model spends most of its time outside the mat
 (``benchmarks/samia_cost.py`` measures the two side by side). And sampling a batch under one
 ``torch.manual_seed`` would make a row's text depend on the rows beside it.
 
-:func:`generate_until_seeded` (patch ``hf-seeded-generation``) samples the requests that share a
+:func:`sample_seeded` (patch ``hf-seeded-generation``) samples the requests that share a
 context and all keys but the seed together, up to the run's batch size a batch, with
 :class:`SeededSampling`: each row draws its tokens from its own ``torch.Generator`` seeded with its
 request's seed. A continuation is therefore a function of its context, its keys and its seed, not
@@ -20,13 +20,13 @@ draw that falls within ~1e-6 of a token's cumulative-probability boundary.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 from tqdm import tqdm
 
 
-__all__ = ["SeededSampling", "generate_until_seeded", "is_seeded", "sample_seeded"]
+__all__ = ["SeededSampling", "is_seeded", "sample_seeded"]
 
 
 def is_seeded(request) -> bool:
@@ -117,17 +117,6 @@ def _sample_batch(lm, context: str, gen_kwargs: dict, seeds: list[int]) -> list[
     return texts
 
 
-def generate_until_seeded(lm, requests: list, stock_generate_until: Callable, disable_tqdm: bool = False) -> list[str]:
-    """Answer a run's ``generate_until`` requests: those with a ``seed`` key by :func:`sample_seeded`,
-    the others by the stock method, in one call and unchanged; the answers in request order."""
-    if not any(is_seeded(request) for request in requests):
-        return stock_generate_until(lm, requests, disable_tqdm=disable_tqdm)
-    others = [request for request in requests if not is_seeded(request)]
-    stock = iter(stock_generate_until(lm, others, disable_tqdm=disable_tqdm) if others else ())
-    seeded = iter(sample_seeded(lm, [request for request in requests if is_seeded(request)], disable_tqdm))
-    return [next(seeded) if is_seeded(request) else next(stock) for request in requests]
-
-
 def sample_seeded(lm, requests: list, disable_tqdm: bool = False) -> list[str]:
     """The continuations of seeded ``generate_until`` requests, in request order: grouped by context
     and other keys, up to ``lm.batch_size`` rows a batch (the whole group where it is ``auto``), each
@@ -142,8 +131,9 @@ def sample_seeded(lm, requests: list, disable_tqdm: bool = False) -> list[str]:
         total=len(requests), disable=disable_tqdm or lm.rank != 0, desc="Sampling seeded generate_until requests"
     )
     for members in groups.values():
-        for start in range(0, len(members), rows or len(members)):
-            batch = members[start : start + (rows or len(members))]
+        size = rows or len(members)
+        for start in range(0, len(members), size):
+            batch = members[start : start + size]
             context, gen_kwargs = requests[batch[0]].args
             texts = _sample_batch(lm, context, gen_kwargs, [requests[i].args[1]["seed"] for i in batch])
             for i, text in zip(batch, texts, strict=True):
