@@ -32,8 +32,8 @@ from .multiple_testing import holm_adjusted
 from .neighbor import neighbor_score
 from .pac import pac_score, polarized_distance, swap_augmentations
 from .recall import con_recall_score, recall_score
-from .repeats import Repeats, find_repeats
 from .reference import count_token_ids, log_reference_frequencies
+from .repeats import Repeats, find_repeats
 from .samia import samia_score, samia_split
 from .topk import approximate_mu_sigma
 
