@@ -50,6 +50,7 @@ import functools
 import importlib.metadata
 import inspect
 import logging
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,7 +71,6 @@ from pdd_tasks.backends.vllm import (
     wants_worker_prompt_stats,
 )
 from pdd_tasks.errors import UserError, excepthook_showing_user_errors
-from pdd_tasks.tasks import aggregations
 
 
 __all__ = [
@@ -312,13 +312,26 @@ def _sampling_seeded_requests(stock):
 
 
 def _with_pdd_stderrs(stock):
-    """Replacement of ``evaluator_utils.stderr_for_metric``: our aggregations' standard errors
-    (:func:`pdd_tasks.tasks.aggregations.stderr_for_metric`), lm-eval's for every other one."""
+    """Replacement of ``evaluator_utils.stderr_for_metric``: an aggregation that carries its standard
+    error (attribute ``stderr``, :func:`pdd_tasks.registry.with_stderr`: the pdd tasks' aggregations)
+    gets it, every other one lm-eval's.
+
+    The harness asks for one only when ``bootstrap_iters > 0`` (``bootstrap_iters=0`` turns every stderr
+    off, ours included). An undefined standard error (NaN: fewer than 2 texts of a class) is ``N/A``, as
+    the harness writes for one it cannot compute."""
 
     def stderr_for_metric(metric, bootstrap_iters: int):
-        if metric in aggregations.STDERRS:
-            return aggregations.stderr_for_metric(metric, bootstrap_iters)
-        return stock(metric, bootstrap_iters)
+        stderr = getattr(metric, "stderr", None)
+        if stderr is None:
+            return stock(metric, bootstrap_iters)
+        if bootstrap_iters <= 0:
+            return None
+
+        def compute(items):
+            value = stderr(items, bootstrap_iters)
+            return "N/A" if isinstance(value, float) and math.isnan(value) else value
+
+        return compute
 
     return stderr_for_metric
 

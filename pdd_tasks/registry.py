@@ -1281,3 +1281,19 @@ def check_metadata_keys(metadata: dict, known: Collection[str], task: str) -> No
             ", ".join(map(repr, unknown)),
             ", ".join(sorted(known - RECORDED_KEYS)),
         )
+
+
+# -- aggregations that carry their standard error ------------------------------------------------
+
+
+def with_stderr(stderr: Callable[[Any, int], float]) -> Callable[[Callable], Callable]:
+    """Decorator: the aggregation carries ``stderr(items, bootstrap_iters)`` as its attribute
+    ``stderr``, which patch ``stderr-for-metric`` of :mod:`pdd_tasks.lm_eval_patches` asks for (lm-eval
+    0.4.13 computes standard errors only for its own aggregations). An aggregation without it gets
+    lm-eval's answer (none)."""
+
+    def attach(aggregate: Callable) -> Callable:
+        aggregate.stderr = stderr
+        return aggregate
+
+    return attach

@@ -59,7 +59,7 @@ def test_the_blind_metrics_take_text_label_items_and_have_stderrs():
     items = [(text, int(i < 30)) for i, text in enumerate(texts)]
     auc = aggregations.BLIND_AGGREGATIONS["auc"](items)
     assert auc == roc_auc(blind_scores(texts, [label for _, label in items]), [label for _, label in items])
-    assert 0 < aggregations.STDERRS[aggregations.BLIND_AGGREGATIONS["auc"]](items, 100) < 0.2
+    assert 0 < aggregations.BLIND_AGGREGATIONS["auc"].stderr(items, 100) < 0.2
     names = [entry["metric"] for entry in aggregations.metric_list(("loss",))]
     assert names[-4:] == ["blind_auc", "blind_tpr@fpr<5%", "blind_tpr@fpr<1%", "blind_tpr@fpr<0.1%"]
 

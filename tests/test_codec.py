@@ -102,8 +102,8 @@ def test_doctests():
     import doctest
 
     import pdd_metrics.codec
-    import pdd_tasks.tasks.codec
+    import pdd_tasks.dataset_tests.codec
 
-    for module in (pdd_metrics.codec, pdd_tasks.tasks.codec):
+    for module in (pdd_metrics.codec, pdd_tasks.dataset_tests.codec):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__

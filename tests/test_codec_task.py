@@ -21,9 +21,11 @@ from conftest import (
     run_lm_eval,
     train_on,
 )
+from dataset_tests_support import build_task
 from standard_tasks_support import standard_tasks
 
-from pdd_tasks.tasks.codec import split_after_words
+from pdd_tasks.dataset_tests.codec import split_after_words
+from pdd_tasks.errors import UserError
 
 
 #: This worktree's task configs (``lm-eval-pdd tasks-path`` may point at another checkout).
@@ -225,11 +227,8 @@ def test_the_task_is_indexed():
     ],
 )
 def test_bad_settings_are_refused(metadata, message):
-    from pdd_tasks.errors import UserError
-    from pdd_tasks.tasks.codec import CodecSettings
-
     with pytest.raises(UserError, match=message):
-        CodecSettings.from_metadata(metadata)
+        build_task("codec", metadata)
 
 
 def test_too_few_examples_is_a_clear_error(tiny_model, tmp_path):

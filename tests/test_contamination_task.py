@@ -109,7 +109,7 @@ def build(metadata: dict):
     """The task as the harness builds it from its YAML, with ``metadata``."""
     from lm_eval.tasks._yaml_loader import load_yaml
 
-    from pdd_tasks.tasks.contamination import ContaminationTask
+    from pdd_tasks.tasks.dataset_test import ContaminationTask
 
     config = load_yaml(CONFIGS / "contamination" / "pdd_contamination.yaml", resolve_func=True)
     return ContaminationTask(config={**config, "metadata": metadata})
@@ -149,7 +149,7 @@ def test_shards_longer_than_the_context_window_are_left_out_before_scoring(tiny_
     ],
 )
 def test_bad_settings_are_refused(metadata, message):
-    from pdd_tasks.tasks.contamination import ContaminationError
+    from pdd_tasks.errors import UserError as ContaminationError
 
     with pytest.raises(ContaminationError, match=message):
         build(metadata)

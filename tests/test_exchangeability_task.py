@@ -24,6 +24,7 @@ from conftest import (
     train_on,
     wikimia_rows,
 )
+from dataset_tests_support import build_task
 
 from pdd_metrics.exchangeability import shard_bounds
 
@@ -164,11 +165,10 @@ def test_the_task_is_indexed():
     ],
 )
 def test_bad_settings_are_refused(metadata, message):
-    from pdd_tasks.loading.examples import ExampleSourceError
-    from pdd_tasks.tasks.exchangeability import ExchangeabilityError, ExchangeabilitySettings
+    from pdd_tasks.errors import UserError
 
-    with pytest.raises((ExchangeabilityError, ExampleSourceError), match=message):
-        ExchangeabilitySettings.from_metadata(metadata)
+    with pytest.raises(UserError, match=message):
+        build_task("exchangeability", metadata)
 
 
 def test_a_pdd_task_as_source_task_is_refused(tiny_model, tmp_path):

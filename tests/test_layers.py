@@ -17,10 +17,12 @@ REPO = Path(__file__).resolve().parents[1]
 LAYERS = (
     ("pdd_metrics",),  # pure scoring functions: NumPy in, floats out
     ("pdd_tasks", "pdd_tasks.errors", "pdd_tasks.paths"),
-    ("pdd_tasks.loading", "pdd_tasks.freq", "pdd_tasks.registry"),  # data, reference tables, the methods
-    ("pdd_tasks.prepare", "pdd_tasks.backends"),  # per-run preparation, per-token capture
-    ("pdd_tasks.tasks", "pdd_tasks.lm_eval_patches"),  # the lm-eval task classes and the patches they install
-    ("pdd_tasks.tools", "pdd_tasks.backends.__main__"),  # the command lines: lm-eval-pdd, python -m pdd_tasks.backends
+    # data, reference tables, the methods and the dataset-level tests (their registries)
+    ("pdd_tasks.loading", "pdd_tasks.freq", "pdd_tasks.registry", "pdd_tasks.dataset_tests"),
+    # per-run preparation, per-token capture, and the patches that route lm-eval's requests to it
+    ("pdd_tasks.prepare", "pdd_tasks.backends", "pdd_tasks.lm_eval_patches"),
+    ("pdd_tasks.tasks",),  # the lm-eval task classes
+    ("pdd_tasks.tools",),  # the command lines (lm-eval-pdd)
 )
 #: Packages pdd_metrics must not import: it takes arrays, not models or harness objects.
 NOT_IN_METRICS = ("lm_eval", "torch", "transformers", "datasets", "vllm")

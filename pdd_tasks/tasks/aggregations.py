@@ -7,11 +7,11 @@ target), which the metric names state with ``<``.
 
 Standard errors: lm-eval 0.4.13 computes ``<metric>_stderr`` only for a fixed list of its own
 aggregations (``lm_eval.api.metrics.stderr_for_metric``; every other aggregation gets ``N/A``).
-:func:`stderr_for_metric` gives those of :data:`STDERRS`: DeLong's closed form for AUC and a
-stratified bootstrap of ``bootstrap_iters`` draws (the number the harness passes; 100,000 by
-default) for TPR at FPR (:mod:`pdd_metrics.intervals`). The harness asks it for them through patch
-``stderr-for-metric`` of :mod:`pdd_tasks.lm_eval_patches`; every other aggregation still goes to
-lm-eval's own function.
+each aggregation here carries its own as its attribute ``stderr``
+(:func:`pdd_tasks.registry.with_stderr`): DeLong's closed form for AUC and a stratified bootstrap of
+``bootstrap_iters`` draws (the number the harness passes; 100,000 by default) for TPR at FPR
+(:mod:`pdd_metrics.intervals`). The harness asks for it through patch ``stderr-for-metric`` of
+:mod:`pdd_tasks.lm_eval_patches`; every other aggregation still goes to lm-eval's own function.
 
 A dataset of one class (e.g. cut so by ``--limit``) has no AUC or TPR: pdd_metrics' ``OneClassError``
 reaches the user as :class:`OneClassDataset`, a :class:`~pdd_tasks.errors.UserError` with the same message.
@@ -33,7 +33,6 @@ import numpy as np
 from pdd_metrics import (
     Identification,
     calibrate_threshold,
-    codec,
     dataset_inference_test,
     em_mia_scores,
     flag_members,
@@ -46,7 +45,7 @@ from pdd_metrics.blind import TooFewTexts, blind_scores
 from pdd_metrics.evaluation import OneClassError
 from pdd_metrics.intervals import delong_auc_stderr, smallest_fpr_step, tpr_at_fpr_stderr
 from pdd_tasks.errors import UserError
-from pdd_tasks.registry import EM_MIA
+from pdd_tasks.registry import EM_MIA, with_stderr
 
 
 logger = logging.getLogger(__name__)
@@ -120,16 +119,17 @@ def _one_class_is_a_user_error(aggregate):
     return checked
 
 
+def auc_stderr(items, iters: int) -> float:
+    """DeLong's standard error (closed form; ``iters`` is not used)."""
+    return delong_auc_stderr(*_unzip(items))
+
+
+@with_stderr(auc_stderr)
 @_one_class_is_a_user_error
 def auc(items) -> float:
     scores, labels = _unzip(items)
     _warn_sample_size(labels)
     return roc_auc(scores, labels)
-
-
-def auc_stderr(items, iters: int) -> float:
-    """DeLong's standard error (closed form; ``iters`` is not used)."""
-    return delong_auc_stderr(*_unzip(items))
 
 
 def _warn_if_unresolved(labels, max_fpr: float) -> None:
@@ -161,16 +161,11 @@ def _tpr_metric(max_fpr: float):
         return tpr_at_fpr_stderr(*_unzip(items), max_fpr=max_fpr, rule="strict", iters=iters)
 
     aggregate.__name__ = aggregate.__qualname__ = f"tpr_at_fpr_below_{max_fpr:g}"
-    return aggregate, stderr
+    return with_stderr(stderr)(aggregate)
 
 
-_TPR = {name: _tpr_metric(budget) for name, budget in FPR_BUDGETS.items()}
-
-#: Metric name -> aggregation over ``(score, label)`` items.
-AGGREGATIONS = {"auc": auc, **{name: aggregate for name, (aggregate, _) in _TPR.items()}}
-
-#: Aggregation -> ``stderr(items, iters)``; read by :func:`stderr_for_metric`.
-STDERRS = {auc: auc_stderr, **{aggregate: stderr for aggregate, stderr in _TPR.values()}}
+#: Metric name -> aggregation over ``(score, label)`` items (each carries its ``stderr``).
+AGGREGATIONS = {"auc": auc, **{name: _tpr_metric(budget) for name, budget in FPR_BUDGETS.items()}}
 
 
 # -- the blind baseline: items are (text, label) pairs ---------------------------------------------
@@ -193,7 +188,7 @@ def _blind_items(items: tuple) -> tuple | None:
 def _rescored(prefix: str, scored_items, aggregate):
     """``aggregate`` and its standard error over the ``(score, label)`` items that
     ``scored_items(items)`` makes of a dataset-level method's items (None: the metrics are NaN)."""
-    stderr = STDERRS[aggregate]
+    stderr = aggregate.stderr
 
     def rescored_aggregate(items) -> float:
         scored = scored_items(tuple(map(tuple, items)))
@@ -204,14 +199,11 @@ def _rescored(prefix: str, scored_items, aggregate):
         return math.nan if scored is None else stderr(scored, iters)
 
     rescored_aggregate.__name__ = rescored_aggregate.__qualname__ = f"{prefix}_{aggregate.__name__}"
-    return rescored_aggregate, rescored_stderr
+    return with_stderr(rescored_stderr)(rescored_aggregate)
 
-
-_BLIND = {name: _rescored(BLIND, _blind_items, aggregate) for name, aggregate in AGGREGATIONS.items()}
 
 #: Metric name -> aggregation over ``(text, label)`` items (the blind baseline).
-BLIND_AGGREGATIONS = {name: aggregate for name, (aggregate, _) in _BLIND.items()}
-STDERRS.update({aggregate: stderr for aggregate, stderr in _BLIND.values()})
+BLIND_AGGREGATIONS = {name: _rescored(BLIND, _blind_items, aggregate) for name, aggregate in AGGREGATIONS.items()}
 
 
 def blind_values(text: str, label: int) -> dict[str, tuple[str, int]]:
@@ -274,11 +266,8 @@ def em_mia_final_scores(items) -> list[float]:
     return [score for score, _ in _em_mia_scored(items)]
 
 
-_EM_MIA = {name: _rescored(EM_MIA, _em_mia_scored, aggregate) for name, aggregate in AGGREGATIONS.items()}
-
 #: Metric name -> aggregation over EM-MIA's ``(positions, column, initial, label)`` items.
-EM_MIA_AGGREGATIONS = {name: aggregate for name, (aggregate, _) in _EM_MIA.items()}
-STDERRS.update({aggregate: stderr for aggregate, stderr in _EM_MIA.values()})
+EM_MIA_AGGREGATIONS = {name: _rescored(EM_MIA, _em_mia_scored, aggregate) for name, aggregate in AGGREGATIONS.items()}
 
 
 def em_mia_values(positions: tuple[int, ...], column: tuple[float, ...], initial: float, label: int) -> dict:
@@ -299,79 +288,6 @@ def metric_list(methods: tuple[str, ...], em_mia: bool = False) -> list[dict]:
         for prefix, aggregations in ((EM_MIA, EM_MIA_AGGREGATIONS if em_mia else {}), (BLIND, BLIND_AGGREGATIONS))
         for name, aggregate in aggregations.items()
     ]
-
-
-# -- CoDeC (pdd_codec): items are the per-example deltas --------------------------------------------
-
-
-def codec_score(items) -> float:
-    """Share of examples whose log-likelihood drops with in-context examples (:func:`pdd_metrics.codec.codec_score`)."""
-    return codec.codec_score(items)
-
-
-def codec_score_stderr(items, iters: int) -> float:
-    """Binomial standard error (closed form; ``iters`` is not used)."""
-    return codec.codec_score_stderr(items)
-
-
-def codec_score_ci95_low(items) -> float:
-    """Lower end of the 95% Wilson interval of the CoDeC score."""
-    return codec.wilson_interval(items, 0.95)[0]
-
-
-def codec_score_ci95_high(items) -> float:
-    """Upper end of the 95% Wilson interval of the CoDeC score."""
-    return codec.wilson_interval(items, 0.95)[1]
-
-
-def codec_mean_delta(items) -> float:
-    """Mean Delta over the examples, in nats (negative = the context lowers the likelihood on average)."""
-    return float(np.mean(items))
-
-
-def codec_mean_delta_stderr(items, iters: int) -> float:
-    """Standard error of the mean Delta, std (ddof=1) / sqrt(N); NaN for one example."""
-    return float(np.std(items, ddof=1) / math.sqrt(len(items))) if len(items) > 1 else math.nan
-
-
-def codec_examples(items) -> int:
-    return len(items)
-
-
-#: Metric name -> (aggregation over the per-example deltas, higher_is_better) of ``pdd_codec``.
-CODEC_AGGREGATIONS = {
-    "codec_score": (codec_score, True),
-    "codec_score_ci95_low": (codec_score_ci95_low, True),
-    "codec_score_ci95_high": (codec_score_ci95_high, True),
-    "codec_mean_delta": (codec_mean_delta, False),
-    "codec_examples": (codec_examples, True),
-}
-STDERRS.update({codec_score: codec_score_stderr, codec_mean_delta: codec_mean_delta_stderr})
-
-
-# -- standard errors in the harness's table -------------------------------------------------------
-
-
-def stderr_for_metric(metric, bootstrap_iters: int):
-    """The standard-error function of an aggregation of :data:`STDERRS`, as lm-eval's
-    ``stderr_for_metric`` returns one for its own aggregations (``None``: no standard error).
-
-    The harness asks for one only when ``bootstrap_iters > 0`` (``bootstrap_iters=0`` turns every
-    stderr off, ours included). An undefined standard error (fewer than 2 texts of a class) is
-    ``N/A``, as the harness writes for one it cannot compute.
-
-    Raises:
-        KeyError: ``metric`` is not one of ours (lm-eval's own function answers for those).
-    """
-    stderr = STDERRS[metric]
-    if bootstrap_iters <= 0:
-        return None
-
-    def compute(items):
-        value = stderr(items, bootstrap_iters)
-        return "N/A" if math.isnan(value) else value
-
-    return compute
 
 
 # -- unlabelled texts (pdd_custom without labels): items are (score, is_suspect) pairs ------------

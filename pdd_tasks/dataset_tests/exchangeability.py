@@ -1,0 +1,259 @@
+"""The sharded likelihood comparison test: was a benchmark seen in its published order? (Oren et al., ICLR 2024)
+-- the registry entry.
+
+"Proving Test Set Contamination in Black Box Language Models" (Oren, Meister, Chatterji, Ladhak,
+Hashimoto; ICLR 2024), on a benchmark's own examples, with no reference set. The statistic is
+:func:`pdd_metrics.exchangeability.sharded_comparison_test`; this entry builds the shards and their
+orders. Run alone as ``pdd_exchangeability``, and inside ``pdd_contamination``
+(:mod:`pdd_tasks.tasks.dataset_test`).
+
+Documents: the examples in their **canonical order**: a local file in file order or any lm-eval
+task's evaluation documents in the task's order, rendered as the model sees them there
+(:mod:`pdd_tasks.loading.examples`). Repeats are kept (the object of the test is the file as
+published) and reported.
+
+What is scored, and why: the reference code tokenizes each example, concatenates a shard's examples
+in the given order into **one token sequence** and sums the log-probabilities of that sequence, so
+every example is scored with the examples before it *in that order* as context. That context is what
+a model that memorised the file exploits (after example k it predicts example k+1); scoring examples
+one by one would give the same sum for every order and test nothing. Here each order of a shard is
+one ordinary ``loglikelihood`` request: empty context, continuation = the shard's examples in that
+order joined by ``separator`` (default ``"\\n"``: the reference reads one example per line and keeps
+the line ends). The harness scores it after the model's start token, so the first example's first
+token is scored too (the reference code skips it); the test stays valid because every order of a
+shard is scored the same way. Each shard (in any order) must fit the model's context window (the
+reference code slides a window instead); where the command names an HF model
+(``--model_args pretrained=...``) this is checked before any model work.
+
+One document per shard; its requests are the canonical order then ``permutations`` random orders
+(:func:`pdd_metrics.exchangeability.shard_permutations`, seeded by ``seed`` and the shard index).
+``--limit N`` scores the first N shards.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from pdd_metrics.exchangeability import (
+    DEFAULT_NUM_SHARDS,
+    DEFAULT_PERMUTATIONS,
+    MIN_EXAMPLES_PER_SHARD,
+    TooFewExamples,
+    shard_bounds,
+    shard_permutations,
+    sharded_comparison_test,
+)
+from pdd_tasks.dataset_tests.core import DatasetTest, NotApplicable, or_null, register, string
+from pdd_tasks.registry import Setting, whole_number, whole_number_or_zero
+
+
+logger = logging.getLogger(__name__)
+
+CITATION = """@inproceedings{oren2024proving,
+  title={Proving Test Set Contamination in Black-Box Language Models},
+  author={Oren, Yonatan and Meister, Nicole and Chatterji, Niladri S. and Ladhak, Faisal and Hashimoto, Tatsunori B.},
+  booktitle={The Twelfth International Conference on Learning Representations},
+  year={2024}
+}"""
+
+
+class ExchangeabilityError(NotApplicable):
+    """The test cannot run on these examples (too few for the shards, a shard longer than the context
+    window, fewer than 2 shards scored); the message names the fix."""
+
+
+def _at_least(minimum: int):
+    def check(name: str, value) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise ValueError(f"metadata {name}={value!r}: expected a whole number >= {minimum}.")
+        return value
+
+    check.__doc__ = f"A whole number >= {minimum}."
+    return check
+
+
+SETTINGS = (
+    Setting(
+        "num_shards", DEFAULT_NUM_SHARDS, _at_least(2), "r, shards of consecutive examples (reference code: 50)."
+    ),  # fmt: skip
+    Setting(
+        "permutations", DEFAULT_PERMUTATIONS, whole_number, "P, random orders scored per shard (reference code: 250)."
+    ),  # fmt: skip
+    Setting("seed", 0, whole_number_or_zero, "seeds the random orders (reference code: 0)."),
+    Setting("separator", "\n", string(non_empty=False), 'joins a shard\'s examples into one text (default "\\n").'),
+    Setting(
+        "max_examples",
+        None,
+        or_null(_at_least(2 * MIN_EXAMPLES_PER_SHARD)),
+        "score only the first N examples (default: all; the reference code: 5000).",
+    ),
+)
+
+
+def unchanged(examples: list[str], settings, source: str) -> list[str]:
+    return examples
+
+
+def first_examples(examples: list[str], settings, source: str) -> list[str]:
+    """The first ``max_examples`` of the examples (all of them by default)."""
+    if settings.max_examples is not None and len(examples) > settings.max_examples:
+        logger.warning(
+            "pdd_exchangeability: scoring the first %d of the %d examples of %s (max_examples).",
+            settings.max_examples,
+            len(examples),
+            source,
+        )
+        return examples[: settings.max_examples]
+    return examples
+
+
+def planned_requests(examples: int, settings) -> tuple[int, str]:
+    """One request per order of each shard: the canonical one and ``permutations`` random ones."""
+    return (
+        settings.num_shards * (settings.permutations + 1),
+        f"num_shards {settings.num_shards:,} x (permutations {settings.permutations:,} + 1)",
+    )
+
+
+def check_context_window(examples: list[str], bounds: list[tuple[int, int]], settings, model) -> int | None:
+    """Where the run's model is known, refuse a shard longer than its context window before any model
+    work, naming an example that alone does not fit; the longest shard's length in tokens (None where
+    the model is unknown)."""
+    if model is None:
+        return None
+    lengths = [model.length(settings.separator.join(examples[a:b])) for a, b in bounds]
+    longest = int(np.argmax(lengths))
+    if lengths[longest] <= model.window:
+        return max(lengths)
+    start, stop = bounds[longest]
+    alone = [(index, model.length(examples[index])) for index in range(start, stop)]
+    too_long = [(index, tokens) for index, tokens in alone if tokens > model.window]
+    if too_long:
+        index, tokens = too_long[0]
+        raise ExchangeabilityError(
+            f"pdd_exchangeability: example {index} alone is {tokens:,} tokens, more than the model's context "
+            f"window of {model.window:,}, so no shard that holds it can be scored as one sequence. Remove it from "
+            f"the examples (or render them shorter with a template); more shards cannot help."
+        )
+    needed = settings.num_shards * (lengths[longest] // model.window + 1)
+    most = len(examples) // MIN_EXAMPLES_PER_SHARD
+    fix = (
+        f"Use more shards (--metadata '{{\"num_shards\": {needed}}}') or fewer examples (max_examples)"
+        if needed <= most
+        else f"Use fewer examples (max_examples) or shorter ones: even {most} shards of {MIN_EXAMPLES_PER_SHARD} "
+        "examples may not fit"
+    )
+    raise ExchangeabilityError(
+        f"pdd_exchangeability: shard {longest} ({stop - start} examples) is {lengths[longest]:,} tokens, more than "
+        f"the model's context window of {model.window:,}: each shard, in every order, is scored as one sequence. "
+        f"{fix}."
+    )
+
+
+def shard_documents(examples: list[str], settings, source: str, model=None) -> tuple[list[dict], dict]:
+    """One document per shard (its index, first example, examples and their joined text), and the summary."""
+    try:
+        bounds = shard_bounds(len(examples), settings.num_shards)
+    except TooFewExamples as error:
+        raise ExchangeabilityError(f"pdd_exchangeability ({source}): {error}") from None
+    longest = check_context_window(examples, bounds, settings, model)
+    documents = [
+        {
+            "shard": shard,
+            "start": start,
+            "examples": examples[start:stop],
+            "text": settings.separator.join(examples[start:stop]),
+        }
+        for shard, (start, stop) in enumerate(bounds)
+    ]
+    summary = {"source": source, "examples": len(examples), "shards": len(bounds)}
+    if longest is not None:
+        summary["longest_shard_tokens"] = longest
+    return documents, summary
+
+
+def shard_orders(doc: dict, settings) -> list[list[int]]:
+    """The canonical order of a shard, then its random orders (indices into its examples)."""
+    size = len(doc["examples"])
+    permuted = shard_permutations(size, settings.permutations, settings.seed, doc["shard"])
+    return [list(range(size))] + permuted.tolist()
+
+
+def exchangeability_arguments(doc: dict, settings) -> list[tuple[str, str]]:
+    """The (context, continuation) of a shard's requests: empty context, the shard's examples joined in
+    each order of :func:`shard_orders`."""
+    return [("", settings.separator.join(doc["examples"][i] for i in order)) for order in shard_orders(doc, settings)]
+
+
+def exchangeability_item(doc: dict, results: list) -> tuple:
+    """A shard's item of every metric: (canonical log-likelihood, the permuted ones, examples in it)."""
+    logprobs = [float(result[0]) if isinstance(result, tuple) else float(result) for result in results]
+    return (logprobs[0], tuple(logprobs[1:]), len(doc["examples"]))
+
+
+# -- metrics: aggregations over the per-shard items ------------------------------------------------
+
+
+def _test(items):
+    if len(items) < 2:
+        raise ExchangeabilityError(
+            f"pdd_exchangeability: {len(items)} shard(s) were scored, but the test compares at least 2. "
+            "Drop --limit, or give a --limit of at least 2 (it counts shards)."
+        )
+    canonical = [item[0] for item in items]
+    permuted = [item[1] for item in items]
+    return sharded_comparison_test(canonical, permuted)
+
+
+def exchangeability_pvalue(items) -> float:
+    return _test(items).p_value
+
+
+def exchangeability_t(items) -> float:
+    return _test(items).t_statistic
+
+
+def exchangeability_mean_difference(items) -> float:
+    return _test(items).mean_difference
+
+
+def exchangeability_shards(items) -> int:
+    return len(items)
+
+
+def exchangeability_permutations(items) -> int:
+    return len(items[0][1])
+
+
+def exchangeability_examples(items) -> int:
+    return int(sum(item[2] for item in items))
+
+
+METRICS = {
+    "exchangeability_pvalue": (exchangeability_pvalue, False),
+    "exchangeability_t": (exchangeability_t, True),
+    "exchangeability_mean_difference": (exchangeability_mean_difference, True),
+    "exchangeability_shards": (exchangeability_shards, True),
+    "exchangeability_permutations": (exchangeability_permutations, True),
+    "exchangeability_examples": (exchangeability_examples, True),
+}
+
+
+EXCHANGEABILITY = register(
+    DatasetTest(
+        name="exchangeability",
+        title="the exchangeability test",
+        citation="Oren et al., Proving Test Set Contamination in Black-Box Language Models, ICLR 2024, Sec. 3",
+        settings=SETTINGS,
+        metrics=METRICS,
+        normalise=unchanged,
+        select=first_examples,
+        planned_requests=planned_requests,
+        cost_fix='e.g. {"num_shards": 20, "permutations": 100}; the reference code uses 50 x 250',
+        documents=shard_documents,
+        requests=exchangeability_arguments,
+        item=exchangeability_item,
+    )
+)

@@ -1,0 +1,249 @@
+"""The one task class of the dataset-level tests (:mod:`pdd_tasks.dataset_tests`): ``pdd_codec``,
+``pdd_exchangeability`` and ``pdd_contamination``.
+
+- ``pdd_<test>`` (:class:`CodecTask`, :class:`ExchangeabilityTask`) runs one test on one source of
+  examples, named in its flat metadata (``source_task`` or ``data_files``, with the test's settings);
+  its metrics are the test's (``codec_score``), and the results JSON's task metadata says what was
+  scored (``codec_source``). A test that cannot apply (too few examples) is an error.
+- ``pdd_contamination`` (:class:`ContaminationTask`) runs each test of ``tests`` (default: every
+  registered one) on each lm-eval task of ``source_tasks``, in the same ``lm_eval`` run as those tasks'
+  own evals. Each test's settings are its block (``"codec": {...}``), checked as strictly as a
+  test's own task checks them. Its metrics are suffixed with the source task
+  (``codec_score/arc_easy``); a test that cannot apply to a task is left out for it with a warning and
+  the reason in ``configs.pdd_contamination.metadata.contamination``.
+
+For each (source, test), before any document is built: the examples are read once per source
+(:mod:`pdd_tasks.loading.examples`, rendered as in the source task), normalised as the test reads
+them, their repeats handled (:func:`pdd_tasks.dataset_tests.core.distinct`), selected, and the planned
+request count checked against ``max_requests`` and logged.
+
+    lm_eval --model hf --model_args pretrained=<model> --include_path "$(lm-eval-pdd tasks-path)" \\
+      --tasks arc_easy,gsm8k,pdd_contamination --metadata '{"source_tasks": ["arc_easy", "gsm8k"]}'
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import datasets
+from lm_eval.api.task import ConfigurableTask
+
+from pdd_tasks import lm_eval_patches
+from pdd_tasks.dataset_tests import DATASET_TESTS, DatasetTest, NotApplicable
+from pdd_tasks.dataset_tests.core import check_cost, distinct, model_window, read_settings, source_keys
+from pdd_tasks.errors import UserError
+from pdd_tasks.loading.examples import ExampleSource
+from pdd_tasks.registry import SettingError, check_metadata_keys
+from pdd_tasks.tasks.base import loglikelihood_requests, refuse_run_options
+
+
+logger = logging.getLogger(__name__)
+
+
+class ContaminationError(UserError):
+    """A setting of ``pdd_contamination`` is not usable; the message names the fix."""
+
+
+def metric_name(metric: str, source_task: str | None) -> str:
+    """A test's metric for one source task, e.g. ``codec_score/arc_easy`` (``codec_score`` where the
+    test runs alone)."""
+    return metric if source_task is None else f"{metric}/{source_task}"
+
+
+def prepare(test: DatasetTest, settings, examples: list[str], source: str, model, where: str):
+    """``(documents, summary, planned requests)`` of ``test`` on ``examples`` of ``source``: normalised,
+    repeats handled, selected, the cost checked (:class:`~pdd_tasks.dataset_tests.TooCostly`), then built
+    (:class:`~pdd_tasks.dataset_tests.NotApplicable` where the test cannot apply)."""
+    examples = test.normalise(examples, settings, source)
+    examples, repeats = distinct(examples, test, settings, source)
+    examples = test.select(examples, settings, source)
+    planned = check_cost(test, len(examples), settings, where)
+    documents, summary = test.documents(examples, settings, source, model)
+    if repeats.get("repeats"):
+        summary["repeats"] = repeats
+    return documents, summary, planned
+
+
+class DatasetTestTask(ConfigurableTask):
+    """Documents of every (source, test) of the run; each document's requests and item are its test's."""
+
+    #: The test the task runs alone on one source (``pdd_codec``: ``"codec"``); None: ``pdd_contamination``.
+    TEST: str | None = None
+
+    def __init__(self, config: dict) -> None:
+        lm_eval_patches.apply()
+        config = dict(config)
+        config.pop("class", None)
+        self.run_metadata = dict(config.get("metadata") or {})
+        self.test_task_name = config.get("task", type(self).__name__)
+        #: (source task or None, test name) -> the test's settings.
+        self.settings: dict[tuple[str | None, str], object] = {}
+        documents, metrics, recorded = self.build()
+        keys = sorted({key for doc in documents for key in doc})
+        self.documents = [{key: doc.get(key) for key in keys} | {"doc_index": i} for i, doc in enumerate(documents)]
+        config["metric_list"] = [
+            {"metric": name, "aggregation": aggregate, "higher_is_better": higher}
+            for name, aggregate, higher in metrics
+        ]
+        config["process_results"] = self.process_results
+        super().__init__(config=config)
+        self.config.metadata.update(recorded)
+
+    # -- what the run holds ------------------------------------------------------------------------
+
+    def build(self) -> tuple[list[dict], list[tuple], dict]:
+        """(documents, metrics as (name, aggregation, higher_is_better), what the results JSON records)."""
+        test = DATASET_TESTS[self.TEST]
+        metadata = self.run_metadata
+        settings = read_settings(test, metadata, self.test_task_name, extra_keys=source_keys())
+        examples, source = ExampleSource.from_metadata(metadata, self.test_task_name).load()
+        documents, summary, planned = prepare(test, settings, examples, source, model_window(metadata), self.test_task_name)
+        logger.info("%s: %s on %s: %d documents, %d requests.", self.test_task_name, test.title, source, len(documents), planned)  # fmt: skip
+        self.settings[(None, test.name)] = settings
+        documents = [{"test": test.name, "source_task": None, **doc} for doc in documents]
+        metrics = [(name, aggregate, higher) for name, (aggregate, higher) in test.metrics.items()]
+        return documents, metrics, {f"{test.name}_source": summary}
+
+    # -- lm-eval's hooks ---------------------------------------------------------------------------
+
+    def download(self, dataset_kwargs=None, **kwargs) -> None:
+        self.dataset = {self.config.test_split: datasets.Dataset.from_list(self.documents)}
+
+    def build_all_requests(self, **kwargs) -> None:
+        """lm-eval's request building, after refusing ``--limit 0`` and chat templates (each request is
+        plain text after the start token, as in the reference code)."""
+        refuse_run_options(self.config.task, **kwargs)
+        super().build_all_requests(**kwargs)
+
+    def construct_requests(self, doc: dict, ctx, **kwargs) -> list:
+        test = DATASET_TESTS[doc["test"]]
+        arguments = test.requests(doc, self.settings[(doc["source_task"], doc["test"])])
+        return loglikelihood_requests(self.config.task, doc, doc["doc_index"], arguments, **kwargs)
+
+    def process_results(self, doc: dict, results: list) -> dict:
+        test = DATASET_TESTS[doc["test"]]
+        item = test.item(doc, results)
+        return {metric_name(metric, doc["source_task"]): item for metric in test.metrics}
+
+
+class CodecTask(DatasetTestTask):
+    """``pdd_codec``: CoDeC on one source of examples (:mod:`pdd_tasks.dataset_tests.codec`)."""
+
+    TEST = "codec"
+
+
+class ExchangeabilityTask(DatasetTestTask):
+    """``pdd_exchangeability``: the exchangeability test on one source (:mod:`pdd_tasks.dataset_tests.exchangeability`)."""
+
+    TEST = "exchangeability"
+
+
+# -- pdd_contamination: every test on each of several tasks --------------------------------------------
+
+#: The keys of ``pdd_contamination``'s metadata besides the tests' blocks.
+CONTAMINATION_KEYS = ("source_tasks", "source_include_path", "tests")
+
+
+def source_task_names(metadata: dict) -> list[str]:
+    names = metadata.get("source_tasks")
+    if isinstance(names, str):
+        names = [name.strip() for name in names.split(",") if name.strip()]
+    if not isinstance(names, list) or not names or not all(isinstance(name, str) and name for name in names):
+        raise ContaminationError(
+            f"pdd_contamination: metadata source_tasks={names!r}: expected the lm-eval tasks to test, e.g. "
+            '--metadata \'{"source_tasks": ["arc_easy", "gsm8k"]}\'.'
+        )
+    if len(set(names)) != len(names):
+        raise ContaminationError(f"pdd_contamination: source_tasks={names!r} names a task twice; name each once.")
+    return names
+
+
+def test_blocks(metadata: dict) -> dict[str, dict]:
+    """The tests to run, each with its settings block (``{}`` where none is given), checked."""
+    tests = metadata.get("tests", list(DATASET_TESTS))
+    if not isinstance(tests, list) or not tests or any(test not in DATASET_TESTS for test in tests):
+        raise ContaminationError(
+            f"pdd_contamination: metadata tests={tests!r}: expected a non-empty list of {', '.join(DATASET_TESTS)}."
+        )
+    for key in metadata:
+        readers = [name for name, test in DATASET_TESTS.items() if key in {s.name for s in test.all_settings}]
+        if readers and key not in CONTAMINATION_KEYS:
+            raise ContaminationError(
+                f"pdd_contamination: metadata {key!r} is a setting of {' and '.join(readers)}, not of "
+                f"pdd_contamination: give it in the test's block, e.g. --metadata "
+                f'\'{{"source_tasks": [...], "{readers[0]}": {{"{key}": {json.dumps(metadata[key])}}}}}\'.'
+            )
+    blocks = {}
+    for test in tests:
+        own = metadata.get(test) or {}
+        if not isinstance(own, dict):
+            raise ContaminationError(
+                f"pdd_contamination: metadata {test}={own!r}: expected the settings of pdd_{test} as an object, "
+                f'e.g. {{"{test}": {{"seed": 1}}}}.'
+            )
+        blocks[test] = own
+    for name in DATASET_TESTS:
+        if name not in blocks and metadata.get(name):
+            logger.warning("pdd_contamination: settings of %s given, but %s is not in tests=%s.", name, name, tests)
+    return blocks
+
+
+class ContaminationTask(DatasetTestTask):
+    """``pdd_contamination``: each test of ``tests`` on each lm-eval task of ``source_tasks``."""
+
+    def build(self) -> tuple[list[dict], list[tuple], dict]:
+        metadata = self.run_metadata
+        names = source_task_names(metadata)
+        blocks = test_blocks(metadata)
+        check_metadata_keys(metadata, set(CONTAMINATION_KEYS) | set(DATASET_TESTS), self.test_task_name)
+        settings = {}
+        for test, own in blocks.items():
+            if any(key in own for key in source_keys()):
+                raise SettingError(
+                    f"pdd_contamination: {test}: the source of the examples ({', '.join(k for k in source_keys() if k in own)}) "
+                    "is not a setting of one test: name the tasks in source_tasks (and source_include_path) at the top level."
+                )
+            settings[test] = read_settings(DATASET_TESTS[test], own, f"pdd_contamination: {test}", strict=True)
+        include = metadata.get("source_include_path") or None
+        model = model_window(metadata)
+        documents, metrics, summary, planned = [], [], {}, {}
+        for name in names:
+            examples, source = ExampleSource(source_task=name, source_include_path=include).load()
+            summary[name] = {"examples": len(examples)}
+            for test_name, own in settings.items():
+                test = DATASET_TESTS[test_name]
+                where = f"pdd_contamination: {test_name} on {name}"
+                try:
+                    built, summary[name][test_name], planned[(name, test_name)] = prepare(
+                        test, own, examples, source, model, where
+                    )
+                except NotApplicable as error:
+                    logger.warning("pdd_contamination: %s is not tested on %s: %s", test_name, name, error)
+                    summary[name][test_name] = {"not_applicable": str(error)}
+                    continue
+                self.settings[(name, test_name)] = own
+                documents += [{"test": test_name, "source_task": name, **doc} for doc in built]
+                metrics += [(metric_name(m, name), aggregate, higher) for m, (aggregate, higher) in test.metrics.items()]  # fmt: skip
+        if not documents:
+            raise ContaminationError(
+                f"pdd_contamination: no test applies to any of {names} (see the warnings above); "
+                "give tasks with more examples, or fewer shards / in-context examples."
+            )
+        logger.info(
+            "pdd_contamination: %d requests planned (%s).",
+            sum(planned.values()),
+            ", ".join(f"{test} on {name}: {count:,}" for (name, test), count in planned.items()),
+        )
+        return documents, metrics, {"contamination": summary}
+
+    def build_all_requests(self, **kwargs) -> None:
+        """As every dataset-level test's, and ``--limit`` refused: it would cut the one list of every
+        test's documents, leaving some tasks and tests out."""
+        if kwargs.get("limit") is not None:
+            raise ContaminationError(
+                "pdd_contamination: --limit would cut the documents of all source tasks and tests as one list. Remove "
+                'it, and make the tests smaller with their settings: --metadata \'{"source_tasks": [...], "codec": '
+                '{"max_examples": 200}, "exchangeability": {"num_shards": 10, "permutations": 10}}\'.'
+            )
+        super().build_all_requests(**kwargs)
