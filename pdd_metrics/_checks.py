@@ -1,4 +1,6 @@
-"""The input check every ``pdd_metrics`` function shares: a 1-D, non-empty, finite float64 array.
+"""The input check of the ``pdd_metrics`` functions that take a vector (log-probs of one text, scores of
+documents): a 1-D, non-empty, finite float64 array (used by ``codec``, ``contamination``, ``gradnorm``,
+``methods``, ``multiple_testing`` and ``topk``).
 
 Each caller words its errors for its own inputs (tokens of one text, scores of documents) by passing
 message templates; the checks and their order are the same everywhere.

@@ -342,7 +342,10 @@ def test_lm_eval_cli_shows_a_user_mistake_without_a_traceback(tiny_model, tmp_pa
     )  # fmt: skip
     assert process.returncode == 1, process.stderr[-3000:]
     assert "Traceback" not in process.stderr and "\n  File " not in process.stderr, process.stderr[-3000:]
-    assert "error: SettingError: pdd_exchangeability: metadata permutations=0: expected a whole number >= 1." in process.stderr
+    assert (
+        "error: SettingError: pdd_exchangeability: metadata permutations=0: expected a whole number >= 1."
+        in process.stderr
+    )
 
 
 def test_python_m_pdd_tasks_backends_shows_a_user_mistake_without_a_traceback(
@@ -361,6 +364,7 @@ def test_python_m_pdd_tasks_backends_shows_a_user_mistake_without_a_traceback(
     hook = sys.excepthook
     assert main() == 1
     assert (
-        "error: SettingError: pdd_exchangeability: metadata num_shards=1: expected a whole number >= 2." in capsys.readouterr().err
+        "error: SettingError: pdd_exchangeability: metadata num_shards=1: expected a whole number >= 2."
+        in capsys.readouterr().err
     )
     assert sys.excepthook is hook

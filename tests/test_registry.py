@@ -229,8 +229,14 @@ def test_every_prepare_hook_resolves_to_a_function(name):
 
 def test_names_are_metric_prefixes_and_citations_are_given():
     for name, method in METHODS.items():
-        assert name == method.name and name.isidentifier() and name == name.lower()
+        assert name.isidentifier() and name == name.lower()
         assert method.citation
+
+
+def test_a_method_registered_twice_is_refused(monkeypatch):
+    monkeypatch.setattr(registry, "METHODS", dict(METHODS))
+    with pytest.raises(registry.DuplicateMethodError, match="'loss' is registered twice"):
+        registry.register(dataclasses.replace(METHODS["loss"], citation="another paper"))
 
 
 def test_defaults_are_the_seven_base_methods_in_table_order():
@@ -242,14 +248,19 @@ def test_defaults_are_the_seven_base_methods_in_table_order():
     assert "lowercase" not in ScoringSettings.from_metadata({"lowercase": False}).methods
 
 
-def test_every_setting_is_declared_once_with_a_valid_default():
-    names = [s.name for s in SETTINGS]
-    assert len(names) == len(set(names))
-    defaults = ScoringSettings()
+def test_every_default_passes_its_own_check():
     for setting in SETTINGS:
-        assert getattr(defaults, setting.name) == setting.default
         if setting.default is not None:
-            assert setting.check(setting.name, setting.default) == setting.default
+            assert setting.check(setting.name, setting.default) == setting.default, setting.name
+
+
+def test_a_setting_declared_twice_is_refused(monkeypatch):
+    twice = registry.Setting("min_k", 0.5, registry.fraction, "another k")
+    monkeypatch.setattr(
+        registry, "METHODS", {**METHODS, "other": dataclasses.replace(METHODS["loss"], name="other", settings=(twice,))}
+    )
+    with pytest.raises(RuntimeError, match="setting 'min_k' is declared twice"):
+        registry._all_settings()
 
 
 def test_score_text_scores_the_methods_in_effect_with_their_settings():

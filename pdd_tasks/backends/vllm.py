@@ -38,7 +38,7 @@ only when lm-eval has already imported its vLLM backend module (:data:`VLLM_MODU
 does when it creates a ``--model vllm`` model, before the tasks are loaded (docs/architecture.md,
 "Order in an lm_eval run").
 
-Written against lm-eval 0.4.13 and vLLM 0.33.0 (``vllm/logprobs.py``: ``Logprob``,
+Written against lm-eval 0.4.13 and vLLM 0.32.0 (``vllm/logprobs.py``: ``Logprob``,
 ``FlatLogprobs``, ``append_logprobs_for_next_position``; ``vllm/v1/engine/logprobs.py``:
 ``LogprobsProcessor._update_prompt_logprobs``; ``vllm/outputs.py``: ``RequestOutput``). Per prompt
 position i >= 1 vLLM lists the actual token x_i first and then the top k; the dict form

@@ -23,7 +23,7 @@ import json
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
 from pdd_tasks.errors import UserError, excerpt
@@ -378,10 +378,3 @@ def _read_zip_rows(path: Path, wanted: Sequence[str]) -> list[dict]:
         with tempfile.TemporaryDirectory() as folder:
             extracted = archive.extract(chosen[0], folder)
             return read_rows(extracted)
-
-
-def paths_of(value: str | Path | Iterable[str | Path]) -> list[Path]:
-    """One path or a list of paths (e.g. metadata ``data_files``) as a list of paths."""
-    if isinstance(value, (str, Path)):
-        return [Path(value)]
-    return [Path(item) for item in value]

@@ -98,7 +98,9 @@ class DatasetTestTask(ConfigurableTask):
         metadata = self.run_metadata
         settings = read_settings(test, metadata, self.test_task_name, extra_keys=source_keys())
         examples, source = ExampleSource.from_metadata(metadata, self.test_task_name).load()
-        documents, summary, planned = prepare(test, settings, examples, source, model_window(metadata), self.test_task_name)
+        documents, summary, planned = prepare(
+            test, settings, examples, source, model_window(metadata), self.test_task_name
+        )
         logger.info("%s: %s on %s: %d documents, %d requests.", self.test_task_name, test.title, source, len(documents), planned)  # fmt: skip
         self.settings[(None, test.name)] = settings
         documents = [{"test": test.name, "source_task": None, **doc} for doc in documents]

@@ -106,6 +106,42 @@ def settings_table(settings, methods) -> str:
     return "\n".join(rows)
 
 
+def dataset_tests_section(tests=None) -> list[str]:
+    """Lines of the dataset-level tests' part of the page: per test of
+    :data:`pdd_tasks.dataset_tests.DATASET_TESTS`, its task and its settings."""
+    if tests is None:
+        from pdd_tasks.dataset_tests import DATASET_TESTS
+
+        tests = DATASET_TESTS
+    lines = [
+        "## Dataset-level tests",
+        "",
+        "The settings of `pdd_codec` and `pdd_exchangeability` are keys of the task's metadata, beside the source of",
+        "the examples (`source_task` or `data_files`, [Dataset-level tests](dataset-tests.md)); in `pdd_contamination`",
+        'they go in the test\'s block (`--metadata \'{"source_tasks": [...], "codec": {"max_examples": 200}}\'`),',
+        "where any other key is refused. Every test refuses settings that would send more than `max_requests`",
+        "requests for one source, before anything is built.",
+        "",
+    ]
+    for name, test in tests.items():
+        lines += [
+            f"### {test.title[:1].upper()}{test.title[1:]} (`{test.task}`, block `{name}`)",
+            "",
+            f"{_cell(test.citation)}.",
+            "",
+            "| setting | default | what it is | accepted values | example |",
+            "|---|---|---|---|---|",
+        ]
+        for setting in test.all_settings:
+            hint = setting.hint.strip().removeprefix("(").removesuffix(")")
+            lines.append(
+                f"| `{setting.name}` | {_value(setting.default)} | {_cell(setting.doc)} | {check_text(setting.check)} | "
+                f"{_cell(hint)} |"
+            )
+        lines.append("")
+    return lines
+
+
 def render_settings_page(settings=None, methods=None) -> str:
     """The whole of ``docs/settings.md`` (defaults: the registry's ``SETTINGS`` and ``METHODS``)."""
     if settings is None or methods is None:
@@ -141,6 +177,7 @@ def render_settings_page(settings=None, methods=None) -> str:
             "",
             settings_table(settings, methods),
             "",
+            *dataset_tests_section(),
         ]
     )
 
