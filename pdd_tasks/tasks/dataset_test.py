@@ -65,10 +65,22 @@ def prepare(test: DatasetTest, settings, examples: list[str], source: str, model
     return documents, summary, planned
 
 
+def test_of_task(task: str) -> str:
+    """The registered test that task ``pdd_<test>`` runs alone."""
+    name = task.removeprefix("pdd_")
+    if name not in DATASET_TESTS:
+        raise ValueError(
+            f"task {task!r}: no dataset-level test {name!r} is registered ({', '.join(DATASET_TESTS)}); a task of class "
+            "DatasetTestTask is named pdd_<test>, or a subclass names its TEST."
+        )
+    return name
+
+
 class DatasetTestTask(ConfigurableTask):
     """Documents of every (source, test) of the run; each document's requests and item are its test's."""
 
-    #: The test the task runs alone on one source (``pdd_codec``: ``"codec"``); None: ``pdd_contamination``.
+    #: The test the task runs alone on one source (``pdd_codec``: ``"codec"``); None: the test whose
+    #: task name is the task's (``pdd_<test>``), so a new test's YAML needs no class of its own.
     TEST: str | None = None
 
     def __init__(self, config: dict) -> None:
@@ -94,7 +106,7 @@ class DatasetTestTask(ConfigurableTask):
 
     def build(self) -> tuple[list[dict], list[tuple], dict]:
         """(documents, metrics as (name, aggregation, higher_is_better), what the results JSON records)."""
-        test = DATASET_TESTS[self.TEST]
+        test = DATASET_TESTS[self.TEST or test_of_task(self.test_task_name)]
         metadata = self.run_metadata
         settings = read_settings(test, metadata, self.test_task_name, extra_keys=source_keys())
         examples, source = ExampleSource.from_metadata(metadata, self.test_task_name).load()
