@@ -1,6 +1,11 @@
 """Per-document differences of every method's score between two ``lm_eval --log_samples`` runs.
 
     python benchmarks/compare_runs.py <output_path A> <output_path B> [--task pdd_wikimia_32]
+    python benchmarks/compare_runs.py <A> <B> --task pdd_contamination --items
+
+``--items`` compares a dataset-level test's per-document items instead (every number of every metric's
+item: CoDeC's Delta, a shard's canonical and permuted log-likelihoods), per metric, matched by the
+document's test, source task and first request, so a change of document order is no difference.
 
 Used to check that a change leaves the scores alone (the layout refactor: before and after, the
 largest difference per method) and how far a precision change moves them (float32 vs bfloat16:
@@ -29,12 +34,46 @@ def scores(out: Path, task: str) -> tuple[dict[str, dict[int, float]], dict[int,
     return {m: {s["doc_id"]: float(s[f"{m}_auc"][0]) for s in samples} for m in methods}, labels
 
 
+def _numbers(value) -> list[float]:
+    if isinstance(value, (list, tuple)):
+        return [number for part in value for number in _numbers(part)]
+    return [float(value)]
+
+
+def items(out: Path, task: str) -> dict[str, dict[tuple, list[float]]]:
+    """Per metric, (test, source task, first request's text) -> every number of the item."""
+    samples_file = sorted(Path(out).rglob(f"samples_{task}_*.jsonl"))[-1]
+    found: dict[str, dict[tuple, list[float]]] = {}
+    for sample in read_jsonl(samples_file):
+        doc = sample["doc"]
+        key = (doc.get("test"), doc.get("source_task"), str(sample["arguments"][0]))
+        for metric in sample["metrics"]:
+            found.setdefault(metric, {})[key] = _numbers(sample[metric])
+    return found
+
+
+def compare_items(a: Path, b: Path, task: str) -> None:
+    first, second = items(a, task), items(b, task)
+    print("| metric | documents | numbers | largest abs difference |")
+    print("|---|---|---|---|")
+    for metric in [m for m in first if m in second]:
+        if sorted(first[metric]) != sorted(second[metric]):
+            raise SystemExit(f"{metric}: the runs have different documents")
+        x = np.array([v for key in sorted(first[metric]) for v in first[metric][key]])
+        y = np.array([v for key in sorted(first[metric]) for v in second[metric][key]])
+        print(f"| {metric} | {len(first[metric])} | {x.size} | {np.abs(x - y).max():.3g} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("a", type=Path)
     parser.add_argument("b", type=Path)
     parser.add_argument("--task", default="pdd_wikimia_32")
+    parser.add_argument("--items", action="store_true", help="compare a dataset-level test's per-document items")
     args = parser.parse_args()
+    if args.items:
+        compare_items(args.a, args.b, args.task)
+        return
     (a, labels), (b, _) = scores(args.a, args.task), scores(args.b, args.task)
     print("| method | documents | largest abs difference | Spearman | AUC (A) | AUC (B) | AUC change |")
     print("|---|---|---|---|---|---|---|")

@@ -490,8 +490,22 @@ EM_MIA_SETTINGS = (
 DATASET_METHOD_SETTINGS = {EM_MIA: EM_MIA_SETTINGS}
 
 
+#: The default of ``max_requests``: room for every default method on the largest shipped benchmark with
+#: Neighbor at 25 neighbours (pdd_wikimia: 1,650 texts x 27 = 44,550) and then some.
+DEFAULT_MAX_REQUESTS = 100_000
+
 #: Settings of the scoring path itself, not of one method.
 GENERAL_SETTINGS = (
+    Setting(
+        "max_requests",
+        DEFAULT_MAX_REQUESTS,
+        whole_number,
+        "the most requests a run of the task may send (texts x requests per text: the text, the lowercased copy, "
+        "neighbours, augmentations, SaMIA's samples, ...); settings that ask for more are refused before any request "
+        "is built, naming the methods that cost most. EM-MIA's n^2 prefixed passes have their own cap "
+        "(em_mia_max_texts).",
+        hint="(e.g. 200000)",
+    ),
     Setting(
         "truncate",
         False,
@@ -606,6 +620,10 @@ class Method:
             the generated texts reach ``score`` as ``inputs.generations[name]``.
         gradients: it reads ``inputs.grad_norms``: the text's own request asks the backend for the
             gradient norms of its loss (a backward pass; the HF backend only, the others refuse).
+        requests_per_text: ``requests_per_text(settings)`` -> at most how many requests it adds per
+            text (its ``extra_requests`` and ``generations``), from the settings alone: the run's
+            request count is checked against ``max_requests`` before any request is built
+            (:func:`planned_requests`).
     """
 
     name: str
@@ -619,6 +637,7 @@ class Method:
     enabled: Callable[[Any], bool] = lambda settings: True
     generations: Callable[[str, Any, Any], list[tuple[str, dict]]] | None = None
     gradients: bool = False
+    requests_per_text: Callable[[Any], int] = lambda settings: 0
 
 
 class DuplicateMethodError(ValueError):
@@ -718,6 +737,7 @@ register(
         citation="Carlini et al. 2021, Sec. 6.1: log PPL(lower(x)) / log PPL(x)",
         settings=(LOWERCASE,),
         extra_requests=lambda text, settings, prepared: [("", text.lower())],
+        requests_per_text=lambda settings: 1,
         enabled=lambda settings: settings.lowercase,
     )
 )
@@ -888,6 +908,7 @@ register(
         citation="Mattern et al., ACL Findings 2023, Sec. 3: mean log p(x) - mean over neighbours",
         settings=NEIGHBOR_SETTINGS,
         extra_requests=lambda text, settings, prepared: [("", n) for n in prepared.neighbors(text)],
+        requests_per_text=lambda settings: settings.neighbor_count,
         prepare="pdd_tasks.prepare.neighbors:prepare",
         enabled=lambda settings: settings.neighbor_model is not None,
     )
@@ -954,6 +975,7 @@ register(
         citation="Xie et al., EMNLP 2024, Sec. 3: LL(x | P) / LL(x)",
         settings=(RECALL_SHOTS, RECALL_PREFIX_FILE, RECALL_SEED),
         extra_requests=lambda text, settings, prefixes: [(prefixes.nonmember, text)],
+        requests_per_text=lambda settings: 1,
         prepare=_RECALL_PREFIXES,
         enabled=lambda settings: settings.recall_shots > 0,
     )
@@ -967,6 +989,7 @@ register(
         citation="Wang et al., COLING 2025, Sec. 3: (LL(x | P_nm) - gamma LL(x | P_m)) / LL(x)",
         settings=(RECALL_SHOTS, RECALL_PREFIX_FILE, RECALL_SEED, CON_RECALL, CON_RECALL_GAMMA),
         extra_requests=lambda text, settings, prefixes: [(prefixes.member, text)],
+        requests_per_text=lambda settings: 1,
         prepare=_RECALL_PREFIXES,
         enabled=lambda settings: settings.con_recall,
     )
@@ -1000,6 +1023,7 @@ register(
         citation="Ye et al., ACL 2024: mean PD(swapped copies) - PD(x), PD = mean top 5% - mean bottom 30% log p",
         settings=PAC_SETTINGS,
         extra_requests=lambda text, settings, prepared: _pac_augmentations(text, settings),
+        requests_per_text=lambda settings: settings.pac_augmentations,
         enabled=lambda settings: settings.pac,
     )
 )
@@ -1066,6 +1090,7 @@ register(
         citation="Kaneko et al. 2024 (arXiv 2404.11262): mean ROUGE-1 recall of sampled continuations",
         settings=SAMIA_SETTINGS,
         generations=_samia_generations,
+        requests_per_text=lambda settings: settings.samia_samples,
         enabled=lambda settings: settings.samia,
     )
 )
@@ -1188,6 +1213,14 @@ def generation_requests(text: str, settings, prepared: dict[str, Any] | None = N
     """``(method name, context, gen_kwargs)`` of every generation request of the methods in effect, in
     request order (after the loglikelihood requests of :func:`extra_requests`)."""
     return _requests_of("generations", text, settings, prepared)
+
+
+def planned_requests(texts: int, settings) -> tuple[int, list[tuple[str, int]]]:
+    """At most how many requests ``texts`` texts send under ``settings`` (EM-MIA's aside), and per
+    method in effect with more requests than the text's own, how many it adds per text."""
+    extra = [(name, METHODS[name].requests_per_text(settings)) for name in settings.methods]
+    extra = [(name, count) for name, count in extra if count]
+    return texts * (1 + sum(count for _, count in extra)), extra
 
 
 def score_text(inputs: TextInputs, settings) -> dict[str, float]:

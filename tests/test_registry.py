@@ -325,3 +325,19 @@ def test_settings_of_methods_that_are_off_are_named(caplog):
     )
     off = {"lowercase": False, "recall_shots": 0, "con_recall": False, "small_ref_model": None}
     assert registry.settings_of_methods_off(off, ScoringSettings.from_metadata(off)) == []
+
+
+@pytest.mark.parametrize("case", SETTINGS_CASES)
+def test_requests_per_text_counts_what_each_method_asks_for(case):
+    settings = ScoringSettings.from_metadata(case)
+    prepared = Prepared(np.zeros(3))
+    text = "A text of several words, long enough for every method to ask for its requests."
+    for name in settings.methods:
+        method = METHODS[name]
+        asked = len(method.extra_requests(text, settings, prepared)) if method.extra_requests else 0
+        asked += len(method.generations(text, settings, prepared)) if method.generations else 0
+        if name == "neighbor":  # the stand-in's neighbours are 3; the real generator's, neighbor_count at most
+            continue
+        assert asked == method.requests_per_text(settings), name
+    planned, extra = registry.planned_requests(7, settings)
+    assert planned == 7 * (1 + sum(count for _, count in extra))

@@ -39,6 +39,7 @@ from pdd_tasks.registry import (
     check_metadata_keys,
     extra_requests,
     generation_requests,
+    planned_requests,
     prefixed_pair,
     prepare_hook,
     score_text,
@@ -134,6 +135,26 @@ def em_mia_scored_texts(docs: list[dict], limit=None, samples=None) -> list[str]
         chosen = set(samples)
         return [doc["text"] for index, doc in enumerate(docs) if index in chosen]
     return [doc["text"] for doc in (docs[: int(limit)] if limit else docs)]
+
+
+class TooManyRequests(UserError):
+    """The settings ask for more requests than ``max_requests`` allows; refused before any is built."""
+
+
+def check_request_count(task: str, texts: int, settings) -> int:
+    """The requests a run of ``texts`` texts sends at most (:func:`pdd_tasks.registry.planned_requests`),
+    refused with :class:`TooManyRequests` above ``settings.max_requests``, naming what costs most."""
+    planned, extra = planned_requests(texts, settings)
+    if planned > settings.max_requests:
+        per_text = " + ".join(["1 (the text)", *(f"{count:,} ({name})" for name, count in extra)])
+        costliest = max(extra, key=lambda pair: pair[1])[0] if extra else None
+        fix = f"lower the per-text count of {costliest} (its settings: docs/settings.md), " if costliest else ""
+        raise TooManyRequests(
+            f"{task}: {texts:,} texts x {per_text} requests each = {planned:,} requests, more than "
+            f"max_requests={settings.max_requests:,}. Ask for fewer ({fix}or score fewer texts with --limit), or raise "
+            f"max_requests if the run is meant to be this large (--metadata '{{\"max_requests\": {planned}}}')."
+        )
+    return planned
 
 
 def check_em_mia_size(task: str, n: int, cap: int) -> None:
@@ -295,6 +316,8 @@ class MembershipInferenceTask(ConfigurableTask):
         """lm-eval's request building, after refusing ``--limit 0``, ``--apply_chat_template`` and
         ``--system_instruction`` (:func:`refuse_run_options`)."""
         refuse_run_options(self.config.task, **kwargs)
+        texts = em_mia_scored_texts(list(self.eval_docs), kwargs.get("limit"), kwargs.get("samples"))
+        check_request_count(self.config.task, len(texts), self.settings)
         if self.settings.em_mia:
             self.set_em_mia_texts(**kwargs)
         super().build_all_requests(**kwargs)
