@@ -49,7 +49,7 @@ def lm_eval_run(
 ) -> tuple[float, dict]:
     """One run of the real ``lm_eval`` command (HF backend, CPU, float32) on the pdd tasks: its wall
     time in seconds and its results JSON. Raises with the end of lm_eval's stderr if it fails."""
-    from pdd_tasks.tools.cli import tasks_path
+    from pdd_tasks.paths import tasks_path
 
     command = [
         str(Path(sys.executable).with_name("lm_eval")),

@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 from _common import cpu_name, read_run
 
+from pdd_tasks.paths import tasks_path
 from pdd_tasks.registry import DEFAULT_METHODS, ScoringSettings, label
-from pdd_tasks.tools.cli import tasks_path
 from pdd_tasks.tools.default_model import default_gguf_path, ensure_default_model
 
 

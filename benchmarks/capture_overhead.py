@@ -19,7 +19,7 @@ from _common import answer_and_score, machine, pdd_and_stock_requests, timing_pa
 from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
-from pdd_tasks.tools.cli import tasks_path
+from pdd_tasks.paths import tasks_path
 from pdd_tasks.tools.default_model import ensure_default_model
 
 

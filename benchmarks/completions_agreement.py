@@ -28,8 +28,8 @@ import numpy as np
 from _common import read_run
 from scipy.stats import spearmanr
 
+from pdd_tasks.paths import tasks_path
 from pdd_tasks.registry import DEFAULT_METHODS
-from pdd_tasks.tools.cli import tasks_path
 from pdd_tasks.tools.default_model import default_gguf_path, ensure_default_model
 from pdd_tasks.tools.gguf_server import running_server
 from pdd_tasks.tools.vllm_server import running_vllm_server

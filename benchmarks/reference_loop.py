@@ -29,8 +29,8 @@ from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
 from pdd_tasks import lm_eval_patches
+from pdd_tasks.paths import tasks_path
 from pdd_tasks.registry import ScoringSettings, TextInputs, extra_requests, score_text
-from pdd_tasks.tools.cli import tasks_path
 from pdd_tasks.tools.default_model import ensure_default_model
 
 

@@ -50,8 +50,8 @@ def main() -> None:
     from lm_eval.tasks import TaskManager
 
     from pdd_tasks import lm_eval_patches
+    from pdd_tasks.paths import tasks_path
     from pdd_tasks.registry import ScoringSettings, generation_requests
-    from pdd_tasks.tools.cli import tasks_path
     from pdd_tasks.tools.default_model import default_model_dir
 
     lm = HFLM(

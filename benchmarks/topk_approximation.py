@@ -31,7 +31,7 @@ from lm_eval.tasks import TaskManager
 from scipy.stats import spearmanr
 
 from pdd_metrics import approximate_mu_sigma, min_k_plus_plus_score, roc_auc
-from pdd_tasks.tools.cli import tasks_path
+from pdd_tasks.paths import tasks_path
 from pdd_tasks.tools.default_model import ensure_default_model
 
 

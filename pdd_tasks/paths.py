@@ -20,3 +20,10 @@ def default_controlled_dir() -> Path:
     """Where ``lm-eval-pdd make-controlled`` writes and ``pdd_controlled`` reads by default:
     ``<pdd_home()>/controlled/default``."""
     return pdd_home() / "controlled" / "default"
+
+
+def tasks_path() -> str:
+    """Directory of the installed task configs, for ``lm_eval --include_path`` (``lm-eval-pdd tasks-path``)."""
+    from importlib import resources
+
+    return str(resources.files("pdd_tasks.task_configs"))

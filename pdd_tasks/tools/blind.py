@@ -69,8 +69,8 @@ def load_labelled_texts(task: str, metadata: dict) -> dict[str, tuple[list[str],
     """``task name -> (texts, labels)`` of a pdd task or group, loaded by the harness's TaskManager."""
     from lm_eval.tasks import TaskManager
 
+    from pdd_tasks.paths import tasks_path
     from pdd_tasks.tasks.base import MembershipInferenceTask
-    from pdd_tasks.tools.cli import tasks_path
 
     manager = TaskManager(include_path=tasks_path(), metadata=metadata)
     if not manager.match_tasks([task]):

@@ -25,10 +25,10 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from pdd_tasks.errors import run_reporting_user_errors
+from pdd_tasks.paths import tasks_path
 from pdd_tasks.tools import table_cli
 from pdd_tasks.tools.arg_types import positive_float, positive_int, random_seed
 
@@ -55,11 +55,6 @@ def _err(message: str) -> None:
 
 def _add_tasks_path(parser: argparse.ArgumentParser) -> None:
     pass
-
-
-def tasks_path() -> str:
-    """Directory of the installed task configs, for ``lm_eval --include_path``."""
-    return str(resources.files("pdd_tasks.task_configs"))
 
 
 def _run_tasks_path(args: argparse.Namespace) -> int:
