@@ -4,7 +4,6 @@ Every score is oriented so that higher = more likely a member; labels use 1 = me
 """
 
 from .conformal import Identification, benjamini_hochberg, conformal_p_values, identify_members
-from .contamination import RankTestResult, calibrate_threshold, flag_members, suspect_vs_reference_test
 from .dataset_inference import DatasetInferenceResult, dataset_inference_test
 from .em_mia import em_mia_scores
 from .evaluation import (
@@ -33,6 +32,7 @@ from .neighbor import neighbor_score
 from .pac import pac_score, polarized_distance, swap_augmentations
 from .recall import con_recall_score, recall_score
 from .reference import count_token_ids, log_reference_frequencies
+from .reference_decisions import RankTestResult, calibrate_threshold, flag_members, suspect_vs_reference_test
 from .repeats import Repeats, find_repeats
 from .samia import samia_score, samia_split
 from .topk import approximate_mu_sigma

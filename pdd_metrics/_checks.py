@@ -1,5 +1,5 @@
 """The input check of the ``pdd_metrics`` functions that take a vector (log-probs of one text, scores of
-documents): a 1-D, non-empty, finite float64 array (used by ``codec``, ``contamination``, ``gradnorm``,
+documents): a 1-D, non-empty, finite float64 array (used by ``codec``, ``reference_decisions``, ``gradnorm``,
 ``methods``, ``multiple_testing`` and ``topk``).
 
 Each caller words its errors for its own inputs (tokens of one text, scores of documents) by passing

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .contamination import _finite_1d
+from .reference_decisions import _finite_1d
 
 
 __all__ = ["Identification", "benjamini_hochberg", "conformal_p_values", "identify_members"]
