@@ -115,7 +115,7 @@ class DatasetTest:
             (:func:`check_cost`) before any document is built.
         cost_fix: the settings that bring the request count down, for the message that refuses it.
         documents: ``documents(examples, settings, source, model)`` -> (its documents, a summary for the
-            results JSON); ``model`` is what :func:`pdd_tasks.dataset_tests.window.model_window` found
+            results JSON); ``model`` is what :func:`model_window` found
             of the run's model (tokenizer and context window) or None. Raises :class:`NotApplicable`.
         requests: ``requests(document, settings)`` -> its ``(context, continuation)`` pairs, in order.
         item: ``item(document, results)`` -> the value every metric aggregates, from the answers to

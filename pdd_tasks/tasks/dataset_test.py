@@ -113,7 +113,7 @@ class DatasetTestTask(ConfigurableTask):
         documents, summary, planned = prepare(
             test, settings, examples, source, model_window(metadata), self.test_task_name
         )
-        logger.info("%s: %s on %s: %d documents, %d requests.", self.test_task_name, test.title, source, len(documents), planned)  # fmt: skip
+        logger.info("%s: %s on %s: %d documents, at most %d requests.", self.test_task_name, test.title, source, len(documents), planned)  # fmt: skip
         self.settings[(None, test.name)] = settings
         documents = [{"test": test.name, "source_task": None, **doc} for doc in documents]
         metrics = [(name, aggregate, higher) for name, (aggregate, higher) in test.metrics.items()]
