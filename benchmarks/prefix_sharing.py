@@ -1,7 +1,7 @@
 """What prefix sharing (``share_prefixes``, on by default) saves: tokens forwarded with and without it,
 and optionally the scoring time and per-text scores of both on the default model.
 
-    python benchmarks/prefix_sharing.py [--model DIR] [--wikimia24 DIR] [--time LIMIT] [--batch-size 8]
+    python benchmarks/prefix_sharing.py [--model DIR] [--wikimia24 DIR] [--limit N [--time]] [--batch-size 8]
 
 Counting needs the tokenizer only (no model, seconds). For every split of WikiMIA (the files shipped
 in ``pdd_tasks/data/wikimia``) and of WikiMIA-24 (``--wikimia24``, default ``../shared/data/WikiMIA-24``;
@@ -11,10 +11,11 @@ encodes them (:func:`pdd_tasks.backends.base.encode_text`, ``convention: paper``
 tokenizer); the passes and tokens (start token included) forwarded without sharing and with it
 (:func:`pdd_tasks.backends.base.shared_prefixes`) are printed per split and per benchmark run whole
 (``--tasks pdd_wikimia``: lm-eval hands every task's requests to one ``loglikelihood`` call, so a
-64-word text answers the 32-word text it begins with).
+64-word text answers the 32-word text it begins with). ``--limit N``: also the first N texts of each
+split in one run, as ``lm_eval --limit N`` sends them.
 
-``--time LIMIT``: also runs the real ``lm_eval`` (HF, CPU, float32, ``--batch-size``) on
-``--tasks pdd_wikimia --limit LIMIT`` (LIMIT texts of each split) with sharing and with
+``--time`` (with ``--limit N``): also runs the real ``lm_eval`` (HF, CPU, float32, ``--batch-size``) on
+``--tasks pdd_wikimia --limit N`` (N texts of each split) with sharing and with
 ``share_prefixes: false``, one after the other, and prints both wall times (whole runs, model load
 included) and, per split and default method, the largest difference of a per-text score.
 """
@@ -38,7 +39,8 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=None, help="model directory (default: the converted default model)")
     parser.add_argument("--wikimia24", type=Path, default=REPO.parent / "shared" / "data" / "WikiMIA-24")
-    parser.add_argument("--time", type=int, default=None, metavar="LIMIT", help="also time lm_eval on LIMIT texts")
+    parser.add_argument("--limit", type=int, default=None, help="also count the first N texts of each split")
+    parser.add_argument("--time", action="store_true", help="also time lm_eval on pdd_wikimia --limit N")
     parser.add_argument("--batch-size", type=int, default=8)
     return parser.parse_args()
 
@@ -90,7 +92,8 @@ def count(encoded: list[tuple[list[int], list[int]]]) -> dict:
     }
 
 
-def count_table(lm, benchmarks: dict[str, dict[int, list[str]]]) -> None:
+def count_table(lm, benchmarks: dict[str, dict[int, list[str]]], limit: int | None) -> None:
+    """Per split and per benchmark run whole (and, with ``limit``, its first ``limit`` texts per split)."""
     print("| benchmark | split | texts | passes without / with | tokens without / with | fewer tokens |")
     print("|---|---|---|---|---|---|")
     for name, splits in benchmarks.items():
@@ -98,6 +101,10 @@ def count_table(lm, benchmarks: dict[str, dict[int, list[str]]]) -> None:
         rows = [(str(length), len(splits[length]), count(encoded[length])) for length in splits]
         whole = count([item for length in splits for item in encoded[length]])
         rows.append(("all four, one run", sum(map(len, splits.values())), whole))
+        if limit:
+            first = [encoded_requests(lm, texts[:limit]) for texts in splits.values()]
+            texts = sum(min(limit, len(texts)) for texts in splits.values())
+            rows.append((f"--limit {limit}, one run", texts, count([item for part in first for item in part])))
         for split, texts, c in rows:
             print(
                 f"| {name} | {split} | {texts} | {c['passes']:,} / {c['passes_shared']:,} | "
@@ -139,6 +146,8 @@ def timed_runs(model: Path, limit: int, batch_size: int) -> None:
 
 def main() -> None:
     args = parse_args()
+    if args.time and not args.limit:
+        raise SystemExit("--time scores the first --limit N texts of each split: give --limit (e.g. --limit 40).")
     from _common import machine
     from transformers import AutoTokenizer
 
@@ -161,9 +170,9 @@ def main() -> None:
     }
     print("Machine: " + machine())
     print(f"Tokenizer: {model.name}; per text, its own request and those of the default methods: {DEFAULT_METHODS}\n")
-    count_table(lm, texts)
+    count_table(lm, texts, args.limit)
     if args.time:
-        timed_runs(model, args.time, args.batch_size)
+        timed_runs(model, args.limit, args.batch_size)
 
 
 if __name__ == "__main__":

@@ -259,3 +259,62 @@ def test_lm_eval_scores_with_and_without_sharing(tiny_model, tiny_table, tmp_pat
                     sample["doc_id"],
                     method,
                 )
+
+
+# -- the other captures: the same loop, fewer prompts -----------------------------------------
+
+
+def test_vllm_capture_sends_only_the_longer_prompts(tiny_model):
+    """The vLLM capture (engine played by ``tests.vllm_support.EmulatedLLM``, as in
+    test_capture_vllm.py): the prompts vLLM gets are the forwarded texts only, and every text's values
+    are those it gets with sharing off."""
+    from vllm_support import SamplingParams, make_vllm_lm
+
+    from pdd_tasks.backends.vllm import score_per_token_vllm
+
+    texts = [wikimia_rows(32)[0]["input"], wikimia_rows(64)[0]["input"], wikimia_rows(32)[0]["input"]]
+    lm = make_vllm_lm(tiny_model, max_model_len=256)
+    runs = {}
+    for share in (True, False):
+        lm.model.calls.clear()
+        answers = score_per_token_vllm(
+            lm, [request(text, share=share) for text in texts], disable_tqdm=True, sampling_params_cls=SamplingParams
+        )
+        runs[share] = answers, [prompt for prompts, _ in lm.model.calls for prompt in prompts]
+    (shared, sent), (alone, sent_alone) = runs[True], runs[False]
+    assert len(sent) == 1 and sent[0][1:] == shared[1].token_ids.tolist()  # the 64-word text alone
+    assert len(sent_alone) == 3
+    for one, other in zip(shared, alone, strict=True):
+        assert_same_values(one, other)
+
+
+def test_completions_capture_sends_only_the_longer_prompts(gguf_server_url):
+    """``--model local-completions`` against lm-eval-pdd's llama.cpp front on the default model: the
+    server receives one prompt for a 32-word text, the 64-word text it begins and a duplicate, and the
+    values are those of three prompts with sharing off (llama.cpp scores each prompt of a request alone;
+    its values for a prefix may differ from the longer prompt's at float32 rounding)."""
+    from completions_support import N_CTX, default_model, server_stats
+    from lm_eval.models.openai_completions import LocalCompletionsAPI
+
+    from pdd_tasks import lm_eval_patches
+
+    lm_eval_patches.apply()
+    client = LocalCompletionsAPI(
+        model="smollm2",
+        base_url=gguf_server_url,
+        tokenizer=str(default_model()),
+        tokenizer_backend="huggingface",
+        max_length=N_CTX,
+    )
+    texts = [wikimia_rows(32)[0]["input"], wikimia_rows(64)[0]["input"], wikimia_rows(32)[0]["input"]]
+    runs = {}
+    for share in (True, False):
+        before = server_stats(gguf_server_url)
+        answers = client.loglikelihood([request(text, share=share) for text in texts], disable_tqdm=True)
+        after = server_stats(gguf_server_url)
+        runs[share] = answers, after["prompts"] - before["prompts"]
+    (shared, prompts), (alone, prompts_alone) = runs[True], runs[False]
+    assert (prompts, prompts_alone) == (1 + 1, 3)  # the first call also sends the server check's probe
+    for one, other in zip(shared, alone, strict=True):
+        assert one.token_ids.tolist() == other.token_ids.tolist()
+        np.testing.assert_allclose(one.logprobs, other.logprobs, rtol=0, atol=1e-4)
