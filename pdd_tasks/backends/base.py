@@ -363,7 +363,7 @@ def may_share(request: PerTokenRequest, cut: int) -> bool:
     ReCaLL prefix, EM-MIA's: scored after other tokens than the start token, left alone), asks for no
     gradients (GradNorm's pass is the text's own) and its text was not cut to fit the context."""
     context, _ = request.args
-    return bool(getattr(request, "share_prefixes", True)) and not context and not request.gradients and not cut
+    return request.share_prefixes and not context and not request.gradients and not cut
 
 
 def shared_prefixes(sequences: Sequence[tuple[Sequence[int], Sequence[int]] | None]) -> list[int]:
@@ -375,7 +375,8 @@ def shared_prefixes(sequences: Sequence[tuple[Sequence[int], Sequence[int]] | No
     Min-K%++'s mu/sigma, the top-1 log-prob and the log-prob at each position; float rounding may
     differ with the batch's shape, as it does for any change of batch). Exact duplicates are the case
     ``b = []``. Shared on token ids, never on strings: a text that is a prefix of another as a string
-    can encode differently at the join (``"rele"`` and ``"released"``).
+    can encode differently at the join (``"It was one of th"`` ends in another token than the same
+    characters of ``"It was one of the"``).
 
     Args:
         sequences: ``(start tokens, scored tokens)`` per request, or None for a request that takes
