@@ -540,6 +540,17 @@ GENERAL_SETTINGS = (
         'without BOS the first text token is not scored). docs/methods.md, "Start token: the two conventions".',
         hint='(e.g. --metadata \'{"convention": "reference-code"}\')',
     ),
+    Setting(
+        "share_prefixes",
+        True,
+        flag,
+        "answer a text whose tokens begin a longer text's (after the same start token) from the longer "
+        "text's forward pass, and identical texts from one pass: WikiMIA's 64-, 128- and 256-word texts "
+        "begin with the shorter splits' texts. A causal model's values at a position depend only on the "
+        "tokens before it, so the scores are the same up to float rounding; texts with a context of "
+        "their own (ReCaLL, EM-MIA), GradNorm's texts and truncated texts are always forwarded. false: "
+        "one pass per text.",
+    ),
 )
 
 

@@ -8,7 +8,8 @@ carrying the arrays as attributes. :func:`route_requests` sends the pdd requests
 capture and every other request to the stock method, unchanged; the backend classes' ``loglikelihood``
 calls it (``PerTokenHFLM`` as a subclass, lm-eval's own classes through
 :mod:`pdd_tasks.lm_eval_patches`). Every capture answers with the same loop, :func:`answer_per_token`: encode each text after
-the start token (:func:`encode_text`, within the backend's :class:`ContextLimit`), sort and batch as
+the start token (:func:`encode_text`, within the backend's :class:`ContextLimit`), set aside the
+requests another request's pass answers (:func:`shared_prefixes`), sort and batch the others as
 lm-eval does, answer a batch (the only backend-specific step), feed the cache hook, restore the order.
 See docs/architecture.md.
 """
@@ -180,7 +181,8 @@ class PerTokenRequest(Instance):
     ``convention``: which tokens are scored, ``"paper"`` or ``"reference-code"``
     (:func:`split_after_start_token`). ``gradients``: also the norms of the gradient of the text's
     mean loss with respect to the model's weights (GradNorm; a backward pass, HF backend only:
-    the other captures refuse it, :func:`refuse_gradients`).
+    the other captures refuse it, :func:`refuse_gradients`). ``share_prefixes``: the request may be
+    answered from the pass of a longer request that begins with its tokens (:func:`shared_prefixes`).
     """
 
     truncate: bool = False
@@ -188,6 +190,7 @@ class PerTokenRequest(Instance):
     exact_mu_sigma: bool = False  # vLLM: ask for the full distribution (prompt_logprobs=-1)
     convention: str = "paper"
     gradients: bool = False
+    share_prefixes: bool = True
 
 
 class TextTooLongError(UserError):
@@ -279,10 +282,12 @@ def answer_per_token(
 ) -> list[TokenScores]:
     """The per-token answering loop every capture shares, as lm-eval's ``_loglikelihood_tokens`` runs it.
 
-    Encodes every request, warns once about truncated texts, sorts longest first with lm-eval's
-    ``Collator`` (key ``(-len(context + tokens), tuple(context + tokens))``, as stock), cuts the sorted
-    list into batches, answers each batch, feeds every answer to the cache hook (``--use_cache``) and
-    returns the answers in request order.
+    Encodes every request, warns once about truncated texts, answers a request whose tokens begin a
+    longer request's from that request's pass (:func:`shared_prefixes`, :func:`answer_prefix`; where
+    the requests allow it, ``share_prefixes``), sorts the requests still to forward longest first
+    with lm-eval's ``Collator`` (key ``(-len(context + tokens), tuple(context + tokens))``, as stock),
+    cuts the sorted list into batches, answers each batch, feeds every request's answer to the cache
+    hook (``--use_cache``) and returns the answers in request order.
 
     Args:
         lm: the model object (its ``cache_hook`` and, for the progress bar, ``rank`` are read).
@@ -313,23 +318,126 @@ def answer_per_token(
             fit.window,
             max(len(item.tokens) for item in truncated),
         )
+    owners = shared_prefixes(
+        [
+            (item.context, item.tokens) if may_share(request, cut) else None
+            for item, request, cut in zip(encoded, requests, cuts, strict=True)
+        ]
+    )
+    riders: dict[int, list[int]] = {}  # forwarded request -> the requests answered from its pass
+    for index, owner in enumerate(owners):
+        if owner != index:
+            riders.setdefault(owner, []).append(index)
+    if any(may_share(request, cut) for request, cut in zip(requests, cuts, strict=True)):
+        _log_shared(encoded, owners)
     order = Collator(
-        encoded, sort_fn=lambda item: (-len(item.context + item.tokens), tuple(item.context + item.tokens))
+        [item for item in encoded if owners[item.index] == item.index],
+        sort_fn=lambda item: (-len(item.context + item.tokens), tuple(item.context + item.tokens)),
     )
     pbar = tqdm(total=len(encoded), disable=disable_tqdm or getattr(lm, "rank", 0) != 0, desc=desc)
 
-    def run(batch: list[EncodedText]) -> list[TokenScores]:
-        answers = answer_batch(batch, [cuts[item.index] for item in batch])
-        for item, answer in zip(batch, answers, strict=True):
-            answer.convention = requests[item.index].convention
-            lm.cache_hook.add_partial("loglikelihood", requests[item.index].args, answer)
-        pbar.update(len(batch))
-        return answers
+    def run(batch: list[EncodedText]) -> list[tuple[int, TokenScores]]:
+        answered = []
+        for item, answer in zip(batch, answer_batch(batch, [cuts[item.index] for item in batch]), strict=True):
+            answered.append((item.index, answer))
+            for index in riders.get(item.index, ()):
+                answered.append((index, answer_prefix(answer, len(encoded[index].tokens), cuts[index])))
+        for index, answer in answered:
+            answer.convention = requests[index].convention
+            lm.cache_hook.add_partial("loglikelihood", requests[index].args, answer)
+        pbar.update(len(answered))
+        return answered
 
     chosen = batches(order) if batches is not None else order.get_batched(n=0)
-    answers = [answer for batch_answers in map_batches(run, chosen) for answer in batch_answers]
+    answers: list[TokenScores | None] = [None] * len(requests)
+    for answered in map_batches(run, chosen):
+        for index, answer in answered:
+            answers[index] = answer
     pbar.close()
-    return order.get_original(answers)
+    return answers
+
+
+def may_share(request: PerTokenRequest, cut: int) -> bool:
+    """Whether a request may take part in prefix sharing (:func:`shared_prefixes`), as the longer or
+    the shorter request: it allows it (``share_prefixes``, default on), has no context of its own (a
+    ReCaLL prefix, EM-MIA's: scored after other tokens than the start token, left alone), asks for no
+    gradients (GradNorm's pass is the text's own) and its text was not cut to fit the context."""
+    context, _ = request.args
+    return request.share_prefixes and not context and not request.gradients and not cut
+
+
+def shared_prefixes(sequences: Sequence[tuple[Sequence[int], Sequence[int]] | None]) -> list[int]:
+    """For each request, which request's forward pass answers it: its own, or that of a longer one whose
+    scored tokens begin with its own after the same start.
+
+    A causal model's output at position i depends on tokens 0..i only, so the per-token values of a
+    sequence ``start + a`` are the first ``len(a)`` values of ``start + a + b`` (the exactness of
+    Min-K%++'s mu/sigma, the top-1 log-prob and the log-prob at each position; float rounding may
+    differ with the batch's shape, as it does for any change of batch). Exact duplicates are the case
+    ``b = []``. Shared on token ids, never on strings: a text that is a prefix of another as a string
+    can encode differently at the join (``"It was one of th"`` ends in another token than the same
+    characters of ``"It was one of the"``).
+
+    Args:
+        sequences: ``(start tokens, scored tokens)`` per request, or None for a request that takes
+            no part (:func:`may_share`).
+
+    Returns:
+        ``owners``: ``owners[i] == i`` for a request that is forwarded; else the index of the
+        forwarded request whose pass answers request i (a longest one among those that begin with
+        its tokens, itself forwarded: ``owners[owners[i]] == owners[i]``). Of identical sequences,
+        the last is forwarded.
+    """
+    owners = list(range(len(sequences)))
+    # Sorted lexicographically, a sequence that begins another begins every sequence between them,
+    # so it begins the next one: one pass from the end gives each its longest extension.
+    ordered = sorted(
+        (tuple(pair[0]), tuple(pair[1]), index) for index, pair in enumerate(sequences) if pair is not None
+    )
+    for (start, tokens, index), (next_start, next_tokens, next_index) in reversed(
+        list(zip(ordered, ordered[1:], strict=False))
+    ):
+        if start == next_start and next_tokens[: len(tokens)] == tokens:
+            owners[index] = owners[next_index]
+    return owners
+
+
+def answer_prefix(answer: TokenScores, length: int, truncated_tokens: int = 0) -> TokenScores:
+    """The answer of a request whose scored tokens are the first ``length`` of ``answer``'s (after the
+    same start): every per-token array cut to ``length``, the sum of the kept log-probs (float64), and
+    ``is_greedy`` recomputed: every kept token has its position's top log-prob (``logprob >= top1``;
+    the captures' own tests differ only on exact ties, or within 1e-6 on a completions server).
+    Gradient norms are never shared (:func:`may_share`)."""
+    logprobs = answer.logprobs[:length]
+    top1 = None if answer.top1 is None else answer.top1[:length]
+    greedy = bool(answer[1]) or (top1 is not None and bool(np.all(logprobs >= top1)))
+    return TokenScores(
+        logprobs.sum(dtype=np.float64),
+        greedy,
+        answer.token_ids[:length],
+        logprobs,
+        answer.mu[:length],
+        answer.sigma[:length],
+        answer.model,
+        truncated_tokens=truncated_tokens,
+        convention=answer.convention,
+        top1=top1,
+    )
+
+
+def _log_shared(encoded: list[EncodedText], owners: list[int]) -> None:
+    """One info line: how many requests and tokens prefix sharing kept from the model (start token included)."""
+    size = [len(item.context) + len(item.tokens) for item in encoded]
+    saved = [index for index, owner in enumerate(owners) if owner != index]
+    logger.info(
+        "share_prefixes: %d of %d texts answered from a longer text's pass; %d of %d tokens not forwarded "
+        "(%.2fx fewer). Turn it off with --metadata '{\"share_prefixes\": false}'.",
+        len(saved),
+        len(encoded),
+        sum(size[index] for index in saved),
+        sum(size),
+        sum(size) / max(1, sum(size) - sum(size[index] for index in saved)),
+    )
 
 
 def answer_groups(

@@ -370,6 +370,7 @@ class MembershipInferenceTask(ConfigurableTask):
                 exact_mu_sigma=self.settings.exact_mu_sigma,
                 convention=self.settings.convention,
                 gradients=gradients and index == 0,
+                share_prefixes=self.settings.share_prefixes,
             )
             for index, pair in enumerate(pairs)
         ]
