@@ -747,7 +747,8 @@ PATCHES: tuple[Patch, ...] = (
 def apply() -> None:
     """Apply every patch of :data:`PATCHES` that concerns this process (idempotent).
 
-    ``show-user-errors`` first (where it applies), then the version gate, then the others.
+    ``show-user-errors`` first (where it applies), then the version gate, then the others; under
+    lm-eval's command line the plugin's log lines are shown with lm-eval's (:func:`show_log_lines`).
 
     Raises:
         UnsupportedLmEvalVersion: the installed lm-eval is not :data:`LM_EVAL_VERSION`.
@@ -756,6 +757,23 @@ def apply() -> None:
     check_lm_eval_version()
     for patch in PATCHES:
         patch.apply()
+    if running_lm_eval_cli():
+        show_log_lines()
+
+
+def show_log_lines() -> None:
+    """The plugin's loggers (``pdd_tasks.*``) write through lm-eval's handler at lm-eval's level
+    (``--verbosity``, ``LMEVAL_LOG_LEVEL``; INFO by default), formatted as lm-eval's lines: without it
+    their INFO lines (the planned request counts, what prefix sharing saved, documents held out) are
+    dropped by Python's last-resort handler, which shows warnings only. lm-eval's own loggers are not
+    touched. Idempotent; nothing where lm-eval has not set up its logging."""
+    source, target = logging.getLogger("lm_eval"), logging.getLogger("pdd_tasks")
+    if not source.handlers or any(handler in target.handlers for handler in source.handlers):
+        return
+    target.setLevel(source.level)
+    for handler in source.handlers:
+        target.addHandler(handler)
+    target.propagate = False
 
 
 def applied() -> list[str]:

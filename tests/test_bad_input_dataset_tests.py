@@ -174,3 +174,18 @@ def test_the_exchangeability_test_names_the_long_example_not_thousands_of_shards
     message = str(refused.value)
     assert "example 5 alone is" in message and "more shards cannot help" in message
     assert 'num_shards": ' not in message
+
+
+def test_the_lm_eval_command_shows_the_planned_requests_before_scoring(tiny_model, tasks_dir, tmp_path):
+    metadata = {
+        "source_tasks": ["arc_easy_local"],
+        "source_include_path": str(tasks_dir),
+        "exchangeability": {"num_shards": 12, "permutations": 2},  # 2 examples a shard: within the 256 tokens
+    }
+    args = harness_args(cpu_float32(tiny_model), "pdd_contamination", tmp_path / "out", include=tasks_dir, device="cpu", metadata=metadata)  # fmt: skip
+    process = run_lm_eval(args, cwd=tmp_path, process=True)  # the lm_eval program itself: its logging set-up
+    planned = (
+        "pdd_contamination: 84 requests planned (codec on arc_easy_local: 48, exchangeability on arc_easy_local: 36)"
+    )
+    assert planned in process.stderr
+    assert process.stderr.index(planned) < process.stderr.index("Running loglikelihood requests")
