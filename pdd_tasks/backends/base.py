@@ -307,11 +307,16 @@ def answer_per_token(
         cuts.append(cut)
     truncated = [item for item, cut in zip(encoded, cuts, strict=True) if cut]
     if truncated:
+        # a text is scored in several requests (as written, lowercased, with prefixes): count the texts
+        texts = {(requests[item.index].task_name, requests[item.index].doc_id) for item in truncated}
         logger.warning(
-            "%d text(s) were longer than %s and were truncated to their first %d tokens, as asked with truncate=true.",
-            len(truncated),
+            "%d text(s) were longer than %s and were truncated to their first %d tokens, as asked with truncate=true%s.",
+            len(texts),
             fit.window,
             max(len(item.tokens) for item in truncated),
+            f" ({len(truncated)} scoring requests: a text is also scored lowercased or after prefixes)"
+            if len(truncated) != len(texts)
+            else "",
         )
     order = Collator(
         encoded, sort_fn=lambda item: (-len(item.context + item.tokens), tuple(item.context + item.tokens))
