@@ -14,13 +14,15 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_lm_eval_pdd
+from conftest import read_results, run_lm_eval, run_lm_eval_pdd, tasks_path, wikimia_rows
 from test_bad_input_cli import assert_refused, unlabelled_run  # noqa: F401 - a fixture
 from test_report import lm_eval_run
 from test_verdict import results_of
@@ -292,3 +294,38 @@ def assert_refused_text(stderr: str, *fragments: str) -> None:
     assert "Traceback" not in stderr, stderr[-3000:]
     for fragment in fragments:
         assert fragment in stderr, f"{fragment!r} not in:\n{stderr[-3000:]}"
+
+
+# -- item 5: lm-eval's --use_cache on a full disk ----------------------------------------------------------
+
+
+def test_use_cache_on_a_full_disk_names_the_file_and_a_rerun_reuses_what_was_written(tiny_model, tiny_table, tmp_path):
+    texts = tmp_path / "texts.jsonl"
+    chosen = wikimia_rows(32)[:60]
+    texts.write_text("".join(json.dumps({"text": r["input"], "label": r["label"]}) + "\n" for r in chosen))
+    metadata = json.dumps({"data_files": str(texts), "freq_table": str(tiny_table)})
+    args = ["--model", "hf", "--model_args", f"pretrained={tiny_model},dtype=float32", "--device", "cpu"]
+    args += ["--include_path", tasks_path(), "--tasks", "pdd_custom", "--batch_size", "8", "--metadata", metadata]
+    lm_eval = Path(sys.executable).with_name("lm_eval")
+    quoted = " ".join(shlex.quote(str(arg)) for arg in [lm_eval, *args])
+    script = (
+        f'{quoted} --output_path {tmp_path / "full"} --use_cache "$MNT/cache"; echo "rc=$?"; '
+        f'cp "$MNT/cache_rank0.db" {tmp_path / "kept_rank0.db"}'
+    )
+    process = in_a_mount("size=96k", script, tmp_path)  # room for the cache's start, not for every answer
+    assert "rc=1" in process.stdout, process.stdout + process.stderr[-3000:]
+    assert_refused_text(
+        process.stderr,
+        "error: CacheWriteError: --use_cache: could not write the answer of pdd_custom doc",
+        f"to {tmp_path / 'mnt' / 'cache_rank0.db'} (database or disk is full)",
+        "run the same command again: it reuses those answers",
+    )
+    assert not (tmp_path / "full").exists()  # no results written for a run that did not finish
+
+    resumed = run_lm_eval(
+        [*args, "--output_path", str(tmp_path / "resumed"), "--use_cache", str(tmp_path / "kept")], tmp_path
+    )
+    cached = int(re.search(r"Cached requests: (\d+), Requests remaining: (\d+)", resumed.stderr).group(1))
+    assert 0 < cached < 120  # some answers were kept, not all
+    run_lm_eval([*args, "--output_path", str(tmp_path / "fresh")], tmp_path)
+    assert read_results(tmp_path / "resumed")["results"] == read_results(tmp_path / "fresh")["results"]

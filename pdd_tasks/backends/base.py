@@ -327,7 +327,7 @@ def answer_per_token(
         answers = answer_batch(batch, [cuts[item.index] for item in batch])
         for item, answer in zip(batch, answers, strict=True):
             answer.convention = requests[item.index].convention
-            lm.cache_hook.add_partial("loglikelihood", requests[item.index].args, answer)
+            keep_in_cache(lm, requests[item.index], answer)
         pbar.update(len(batch))
         return answers
 
@@ -335,6 +335,34 @@ def answer_per_token(
     answers = [answer for batch_answers in map_batches(run, chosen) for answer in batch_answers]
     pbar.close()
     return order.get_original(answers)
+
+
+class CacheWriteError(UserError):
+    """lm-eval's ``--use_cache`` file could not be written (a full disk, a read-only file)."""
+
+
+def keep_in_cache(lm, request: PerTokenRequest, answer: TokenScores) -> None:
+    """Hand an answer to lm-eval's ``--use_cache`` file (its cache hook; nothing without ``--use_cache``).
+
+    SQLite commits each answer whole or not at all, so a write that fails leaves the file holding the
+    answers written before it; the error names the file, the cause and that a rerun reuses them.
+
+    Raises:
+        CacheWriteError: the cache file could not be written (``sqlite3.OperationalError``: a full disk,
+            a read-only file or folder).
+    """
+    import sqlite3
+
+    try:
+        lm.cache_hook.add_partial("loglikelihood", request.args, answer)
+    except sqlite3.OperationalError as error:
+        path = getattr(getattr(lm.cache_hook, "dbdict", None), "filename", "the --use_cache file")
+        raise CacheWriteError(
+            f"--use_cache: could not write the answer of {request.task_name} doc {request.doc_id} to {path} "
+            f"({error}). The file keeps the answers written before (SQLite writes each whole or not at all). "
+            "Free space on that disk (or choose a --use_cache path on another one), then run the same command "
+            "again: it reuses those answers and scores the rest."
+        ) from None
 
 
 def answer_groups(
