@@ -105,6 +105,43 @@ def test_table_and_report_name_a_damaged_value_and_never_print_it(labelled_run, 
     assert "**Damaged values:** 1 value(s)" in markdown and repr(key) in markdown
 
 
+def _structure(path: tuple, value):
+    def edit(results):
+        place = results
+        for part in path[:-1]:
+            place = place[part]
+        place[path[-1]] = value
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "path, value, named",
+    [
+        (("configs",), "x", "['configs'] = 'x': expected an object"),
+        (("configs", "pdd_wikimia_32"), [], "configs['pdd_wikimia_32'] = []: expected an object"),
+        (("configs", "pdd_wikimia_32", "metadata"), 3, "configs['pdd_wikimia_32']['metadata'] = 3"),
+        (
+            ("configs", "pdd_wikimia_32", "metadata", "min_k"),
+            "abc",
+            "configs['pdd_wikimia_32']['metadata']['min_k'] = 'abc': metadata min_k='abc': expected a fraction",
+        ),
+        (("n-samples", "pdd_wikimia_32"), "x", "n-samples['pdd_wikimia_32'] = 'x': expected an object"),
+        (("config",), None, "['config'] = None: expected an object"),
+        (("results", "pdd_wikimia_32"), "x", "results['pdd_wikimia_32'] = 'x': expected an object of metrics"),
+    ],
+    ids=["configs", "task-config", "metadata", "setting", "n-samples", "config", "task-results"],
+)
+def test_a_damaged_part_of_a_results_file_is_named_not_a_traceback(labelled_run, tmp_path, path, value, named):
+    folder, file = edited_copy(labelled_run, tmp_path / "run", _structure(path, value))
+    for command in (["table", folder], ["report", folder, "--out", tmp_path / "report"]):
+        process = run_lm_eval_pdd(command, tmp_path)
+        assert "Traceback" not in process.stderr, process.stderr[-3000:]
+        assert f"warning: {file}: {named}" in process.stderr, process.stderr[-3000:]
+        if path[0] != "results":
+            assert process.returncode == 0, process.stderr[-3000:]
+
+
 def test_an_undamaged_run_gets_no_warning(labelled_run, tmp_path):
     table = run_lm_eval_pdd(["table", labelled_run], tmp_path)
     assert table.returncode == 0 and "warning:" not in table.stderr and "damaged" not in table.stdout

@@ -22,7 +22,7 @@ from pdd_tasks.errors import UserError, excerpt
 from pdd_tasks.loading.files import read_jsonl
 from pdd_tasks.tasks.custom import REFERENCE, SUSPECT, target_fdr, target_fpr
 from pdd_tasks.tools.outputs import OutputNotWritten, write_file
-from pdd_tasks.tools.report import ResultsError, SamplesError, read_results, results_files
+from pdd_tasks.tools.report import ResultsError, SamplesError, read_checked_results, read_results, results_files
 
 
 @dataclass(frozen=True)
@@ -92,8 +92,8 @@ def decide(output_path: Path, task: str = "pdd_custom") -> tuple[list[MethodDeci
 
 def decide_run(results_file: Path, task: str = "pdd_custom") -> tuple[list[MethodDecision], list[dict], float]:
     """:func:`decide` on the run of ``results_file``."""
-    results = read_results(results_file)
-    metadata = (results.get("configs", {}).get(task) or {}).get("metadata") or {}
+    results, _ = read_checked_results(results_file)
+    metadata = (results["configs"].get(task) or {}).get("metadata") or {}
     try:
         rate, fdr = target_fpr(metadata), target_fdr(metadata)
     except UserError as error:

@@ -575,27 +575,29 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
     out = Path(out)
     refuse_unsafe_output(out, paths, option="--out")  # before any run is read
     runs = find_runs(paths)
-    reports = collect(runs)
-    skipped = [(run, task, why) for run in runs for task, why in left_out(run.results)]
-    checks = [(run, found) for run in runs if (found := contamination_checks(run.results))]
-    if not reports and not checks:
-        raise ResultsError(
-            f"No labelled pdd task in the {len(runs)} run(s) under {', '.join(map(str, paths))} (no <method>_auc "
-            "metric). The report reads runs of the labelled pdd tasks (--tasks pdd_wikimia, pdd_custom with labels, ...)."
-            + "".join(f" {task} of {run.file}: {why}." for run, task, why in skipped)
-        )
-    if out.exists() and not out.is_dir():
-        raise ResultsError(f"--out {out} is a file; name a folder for the report.")
-    existing = [out / name for name in REPORT_FILES if (out / name).exists()]
-    if existing and not force:
-        raise ReportExists(
-            f"{out} already holds a report ({', '.join(p.name for p in existing)}); pass --force to overwrite its "
-            "files, or choose another --out folder."
-        )
-    with staged_report(out) as staging:
-        written = _write_documents(runs, reports, skipped, checks, staging)
-    warn_bad_values(runs)
-    return [out / path.name for path in written]
+    try:
+        reports = collect(runs)
+        skipped = [(run, task, why) for run in runs for task, why in left_out(run.results)]
+        checks = [(run, found) for run in runs if (found := contamination_checks(run.results))]
+        if not reports and not checks:
+            raise ResultsError(
+                f"No labelled pdd task in the {len(runs)} run(s) under {', '.join(map(str, paths))} (no <method>_auc "
+                "metric). The report reads runs of the labelled pdd tasks (--tasks pdd_wikimia, pdd_custom with labels, ...)."
+                + "".join(f" {task} of {run.file}: {why}." for run, task, why in skipped)
+            )
+        if out.exists() and not out.is_dir():
+            raise ResultsError(f"--out {out} is a file; name a folder for the report.")
+        existing = [out / name for name in REPORT_FILES if (out / name).exists()]
+        if existing and not force:
+            raise ReportExists(
+                f"{out} already holds a report ({', '.join(p.name for p in existing)}); pass --force to overwrite its "
+                "files, or choose another --out folder."
+            )
+        with staged_report(out) as staging:
+            written = _write_documents(runs, reports, skipped, checks, staging)
+        return [out / path.name for path in written]
+    finally:
+        warn_bad_values(runs)
 
 
 def _write_documents(runs, reports, skipped, checks, out: Path) -> list[Path]:
@@ -611,7 +613,7 @@ def _write_documents(runs, reports, skipped, checks, out: Path) -> list[Path]:
     if damaged:
         line = (
             f"**Damaged values:** {len(damaged)} value(s) of the results JSON are not what their key holds (out of "
-            "range, not a number, or NaN) and are shown as n/a, never as numbers:"
+            "range, not a number, NaN, missing) and are not shown as numbers:"
         )
         md += [line, ""] + [f"- {bad.line().removeprefix('warning: ')}" for bad in damaged] + [""]
         body.append(

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from pdd_tasks.errors import excerpt
+from pdd_tasks.errors import UserError, excerpt
 
 
 #: Metric names (before the ``/<source task>`` of ``pdd_contamination``) that are rates in [0, 1].
@@ -43,17 +43,23 @@ class BadValue:
 
     file: Path
     task: str
-    key: str
+    key: str | tuple[str, ...]  # a tuple: a place below the task's entry, e.g. ("metadata", "min_k")
     value: object
     problem: str  # e.g. "out of range: expected a number in [0, 1]"
-    section: str = "results"  # the results JSON's section: "results" (the metrics) or "n-samples"
+    section: str = "results"  # the results JSON's section: "results" (the metrics), "n-samples", "configs"
+    consequence: str = "shown as n/a, never as a number"
+
+    def where(self) -> str:
+        """``results['pdd_wikimia_32']['loss_auc,none']``: the value's place in the results JSON."""
+        parts = (self.task, *(self.key if isinstance(self.key, tuple) else (self.key,)))
+        return self.section + "".join(f"[{part!r}]" for part in parts if part)
 
     def line(self) -> str:
         """The warning line: the file, the key, the value and why it is not shown."""
         shown = "missing" if self.value is _MISSING else f"= {excerpt(self.value)}"
         return (
-            f"warning: {self.file}: {self.section}[{self.task!r}][{self.key!r}] {shown}: {self.problem}; shown as n/a, "
-            "never as a number. Re-run lm_eval to write the results again, or restore the file."
+            f"warning: {self.file}: {self.where()} {shown}: {self.problem}; "
+            f"{self.consequence}. Re-run lm_eval to write the results again, or restore the file."
         )
 
 
@@ -162,10 +168,15 @@ def check_results(results: dict, file: Path) -> tuple[dict, list[BadValue]]:
     """
     bad: list[BadValue] = []
     checked = dict(results)
+    for name in ("config", "configs", "n-samples"):
+        if name in results and not isinstance(results[name], dict):
+            bad.append(BadValue(Path(file), name, "", results[name], "expected an object", "", _IGNORED))
+            checked[name] = {}
+    checked["configs"] = _checked_configs(checked.get("configs") or {}, file, bad)
     sections = {}
     for task, values in (results.get("results") or {}).items():
         if not isinstance(values, dict):
-            sections[task] = values
+            bad.append(BadValue(Path(file), task, "", values, "expected an object of metrics", consequence=_NOT_SHOWN))
             continue
         fixed = dict(values)
         for key, value in values.items():
@@ -178,10 +189,13 @@ def check_results(results: dict, file: Path) -> tuple[dict, list[BadValue]]:
             fixed[key] = None
         sections[task] = fixed
     checked["results"] = sections
-    counts = results.get("n-samples")
+    counts = checked.get("n-samples")
     if isinstance(counts, dict):
         fixed_counts = {}
         for task, entry in counts.items():
+            if not isinstance(entry, dict):
+                bad.append(BadValue(Path(file), task, "", entry, "expected an object", "n-samples", _IGNORED))
+                continue
             effective = entry.get("effective") if isinstance(entry, dict) else None
             if (
                 isinstance(entry, dict)
@@ -195,3 +209,51 @@ def check_results(results: dict, file: Path) -> tuple[dict, list[BadValue]]:
             fixed_counts[task] = entry
         checked["n-samples"] = fixed_counts
     return checked, bad
+
+
+#: What is done with a damaged part of the results JSON that is not a number (a section, a setting).
+_IGNORED = "not read (the task is shown without it)"
+_DEFAULT = "read as the setting's default"
+_NOT_SHOWN = "the task is not shown"
+
+
+def _checked_configs(configs: dict, file: Path, bad: list[BadValue]) -> dict:
+    """The tasks' configs with a config or metadata that is not an object dropped, and a scoring setting
+    the run could not have had (``min_k: "abc"``) removed (read as its default), each named in ``bad``."""
+    from pdd_tasks.registry import SETTINGS, ScoringSettings
+
+    fixed = {}
+    for task, config in configs.items():
+        if not isinstance(config, dict):
+            bad.append(BadValue(Path(file), task, "", config, "expected an object", "configs", _IGNORED))
+            continue
+        metadata = config.get("metadata")
+        if metadata is None:
+            fixed[task] = config
+            continue
+        if not isinstance(metadata, dict):
+            bad.append(BadValue(Path(file), task, "metadata", metadata, "expected an object", "configs", _IGNORED))
+            fixed[task] = {**config, "metadata": {}}
+            continue
+        given = {s.name: metadata[s.name] for s in SETTINGS if s.name in metadata}
+        try:
+            ScoringSettings.from_metadata(given)
+        except UserError:
+            metadata = dict(metadata)
+            for name, value in given.items():
+                try:
+                    ScoringSettings.from_metadata({name: value})
+                except UserError as error:
+                    bad.append(
+                        BadValue(
+                            Path(file), task, ("metadata", name), value, str(error).rstrip("."), "configs", _DEFAULT
+                        )
+                    )
+                    del metadata[name]
+            try:
+                ScoringSettings.from_metadata({s.name: metadata[s.name] for s in SETTINGS if s.name in metadata})
+            except UserError as error:  # settings that contradict each other: every one read as its default
+                bad.append(BadValue(Path(file), task, "metadata", "", str(error).rstrip("."), "configs", _DEFAULT))
+                metadata = {k: v for k, v in metadata.items() if k not in {s.name for s in SETTINGS}}
+        fixed[task] = {**config, "metadata": metadata}
+    return fixed
