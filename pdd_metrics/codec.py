@@ -30,7 +30,7 @@ example may serve as another's context), so it is an approximation; :func:`wilso
 interval that stays inside [0, 1] and is not empty of width at S = 0 or 1 (where the binomial
 standard error is 0).
 
-Every function here is pure NumPy; the model work is in :mod:`pdd_tasks.tasks.codec`.
+Every function here is pure NumPy; the examples and requests are in :mod:`pdd_tasks.dataset_tests.codec`.
 """
 
 from __future__ import annotations

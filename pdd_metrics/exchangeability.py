@@ -22,7 +22,7 @@ The sharded test (paper Sec. 3.3, the "sharded likelihood comparison test"):
 The p-value of step 4 is asymptotically valid in the number of shards r (a t-test: a CLT over
 shards), not exact; the exact permutation test of the paper (Sec. 3.2) needs far more permutations.
 
-Every function here is pure NumPy/SciPy; the model work is in :mod:`pdd_tasks.tasks.exchangeability`.
+Every function here is pure NumPy/SciPy; the shards and requests are in :mod:`pdd_tasks.dataset_tests.exchangeability`.
 """
 
 from __future__ import annotations

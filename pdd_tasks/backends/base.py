@@ -312,11 +312,16 @@ def answer_per_token(
         cuts.append(cut)
     truncated = [item for item, cut in zip(encoded, cuts, strict=True) if cut]
     if truncated:
+        # a text is scored in several requests (as written, lowercased, with prefixes): count the texts
+        texts = {(requests[item.index].task_name, requests[item.index].doc_id) for item in truncated}
         logger.warning(
-            "%d text(s) were longer than %s and were truncated to their first %d tokens, as asked with truncate=true.",
-            len(truncated),
+            "%d text(s) were longer than %s and were truncated to their first %d tokens, as asked with truncate=true%s.",
+            len(texts),
             fit.window,
             max(len(item.tokens) for item in truncated),
+            f" ({len(truncated)} scoring requests: a text is also scored lowercased or after prefixes)"
+            if len(truncated) != len(texts)
+            else "",
         )
     owners = shared_prefixes(
         [
@@ -344,7 +349,7 @@ def answer_per_token(
                 answered.append((index, answer_prefix(answer, len(encoded[index].tokens), cuts[index])))
         for index, answer in answered:
             answer.convention = requests[index].convention
-            lm.cache_hook.add_partial("loglikelihood", requests[index].args, answer)
+            keep_in_cache(lm, requests[index], answer)
         pbar.update(len(answered))
         return answered
 
@@ -438,6 +443,34 @@ def _log_shared(encoded: list[EncodedText], owners: list[int]) -> None:
         sum(size),
         sum(size) / max(1, sum(size) - sum(size[index] for index in saved)),
     )
+
+
+class CacheWriteError(UserError):
+    """lm-eval's ``--use_cache`` file could not be written (a full disk, a read-only file)."""
+
+
+def keep_in_cache(lm, request: PerTokenRequest, answer: TokenScores) -> None:
+    """Hand an answer to lm-eval's ``--use_cache`` file (its cache hook; nothing without ``--use_cache``).
+
+    SQLite commits each answer whole or not at all, so a write that fails leaves the file holding the
+    answers written before it; the error names the file, the cause and that a rerun reuses them.
+
+    Raises:
+        CacheWriteError: the cache file could not be written (``sqlite3.OperationalError``: a full disk,
+            a read-only file or folder).
+    """
+    import sqlite3
+
+    try:
+        lm.cache_hook.add_partial("loglikelihood", request.args, answer)
+    except sqlite3.OperationalError as error:
+        path = getattr(getattr(lm.cache_hook, "dbdict", None), "filename", "the --use_cache file")
+        raise CacheWriteError(
+            f"--use_cache: could not write the answer of {request.task_name} doc {request.doc_id} to {path} "
+            f"({error}). The file keeps the answers written before (SQLite writes each whole or not at all). "
+            "Free space on that disk (or choose a --use_cache path on another one), then run the same command "
+            "again: it reuses those answers and scores the rest."
+        ) from None
 
 
 def answer_groups(

@@ -317,6 +317,8 @@ def _read_rows(spec: DataSpec) -> tuple[list[dict], str]:
     if spec.data_source == "hub":
         return _read_hub_rows(spec)
     path = Path(spec.data_source).expanduser()
+    if path.is_file() and spec.hub_files:
+        return _read_member_nonmember_file(path, spec), str(path)
     if path.is_file():
         return read_local_rows(path, zip_member=spec.file_names), str(path)
     if path.is_dir():
@@ -325,6 +327,28 @@ def _read_rows(spec: DataSpec) -> tuple[list[dict], str]:
         f"{spec.task}: data_source {spec.data_source!r} is neither 'hub', 'package' nor an existing file or "
         f"directory; for a local copy, {spec.override_hint()}."
     )
+
+
+def _read_member_nonmember_file(path: Path, spec: DataSpec) -> list[dict]:
+    """One file as the data_source of a benchmark published as one file per class (``hub_files``, e.g.
+    OLMo-Detect): its rows must hold the member and non-member fields; one of the class files itself
+    (each line one text) is refused with the folder to pass instead."""
+    fields = (spec.member_field, spec.nonmember_field)
+    try:
+        rows = read_local_rows(path, zip_member=spec.file_names)
+    except DatasetError:
+        rows = None
+    if rows is None or not any(isinstance(row, dict) and any(f in row for f in fields) for row in rows[:1]):
+        names = " and ".join(filename for _, filename in spec.hub_files)
+        raise DatasetError(
+            f"{spec.task}: data_source {path} is one file, but {spec.dataset} comes as two files, one per class "
+            f"({names}), read from a clone of its repository"
+            + (f" ({spec.source_url})" if spec.source_url else "")
+            + f". Pass the clone's folder (the one that holds {PurePosixPath(names.split(' and ')[0]).parts[0]}/): "
+            f"{spec.override_hint('<clone>')}. A single file works only if each row holds "
+            f"{spec.member_field!r} and/or {spec.nonmember_field!r} fields."
+        )
+    return rows
 
 
 def _read_hub_rows(spec: DataSpec) -> tuple[list[dict], str]:

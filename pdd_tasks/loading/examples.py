@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 from pdd_tasks.errors import UserError, excerpt
 from pdd_tasks.loading.files import DatasetError, read_rows
@@ -81,22 +82,31 @@ def examples_from_task(name: str, include_path: str | None = None) -> list[str]:
     from lm_eval.api.task import ConfigurableTask
     from lm_eval.tasks import TaskManager, get_task_dict
 
+    for folder in [include_path] if isinstance(include_path, str) else include_path or []:
+        if not Path(folder).expanduser().is_dir():
+            what = "is a file, not a folder" if Path(folder).expanduser().exists() else "does not exist"
+            raise ExampleSourceError(
+                f"source_include_path {folder!r} {what}. Give the folder that holds the YAML of source_task {name!r} "
+                f'(--metadata \'{{"source_include_path": "<that folder>"}}\'), or leave source_include_path out for '
+                "one of lm-eval's own tasks."
+            )
     manager = TaskManager(include_path=include_path)
     if name not in manager.all_tasks:
+        if name in pdd_task_names():
+            raise ExampleSourceError(_pdd_task_message(name))
         raise ExampleSourceError(
-            f"source_task {name!r}: no such lm-eval task. For a YAML task of your own, add "
-            f'--metadata \'{{"source_include_path": "<its directory>"}}\' (lm_eval\'s --include_path does '
-            "not reach this task); `lm_eval ls tasks` lists the others."
-        )
+            f"source_task {name!r}: no such lm-eval task"
+            + (f" in lm-eval's tasks or in source_include_path {include_path!r}. Check the task's name" if include_path
+               else ". For a YAML task of your own, add "
+               '--metadata \'{"source_include_path": "<its directory>"}\' (lm_eval\'s --include_path does '
+               "not reach this task)")
+            + "; `lm_eval ls tasks` lists the others."
+        )  # fmt: skip
     refuse_pdd_task(name, manager)
     try:
         loaded = get_task_dict([name], manager)
-    except Exception as error:  # offline Hub dataset, missing file, ...
-        raise ExampleSourceError(
-            f"source_task {name!r}: its documents could not be loaded ({type(error).__name__}: {error}). "
-            "Without network the task's dataset must be in the local HF datasets cache, or use "
-            '--metadata \'{"data_files": "<a local copy>"}\' instead.'
-        ) from None
+    except Exception as error:  # offline Hub dataset, missing or empty file, a YAML lm-eval cannot build, ...
+        raise ExampleSourceError(_load_failure(name, error, manager.task_index.get(name))) from None
     tasks = [task for task in loaded.values() if isinstance(task, ConfigurableTask)]
     if len(tasks) != 1 or len(loaded) != 1:
         raise ExampleSourceError(
@@ -104,7 +114,75 @@ def examples_from_task(name: str, include_path: str | None = None) -> list[str]:
             "one on its own)."
         )
     task = tasks[0]
-    return [render_task_doc(task, doc) for doc in task.eval_docs]
+    documents = [render_task_doc(task, doc) for doc in task.eval_docs]
+    if not documents:
+        raise ExampleSourceError(
+            f"source_task {name!r} has no evaluation documents (its test split, else its validation split, is empty). "
+            "Point source_task at a task whose test or validation split holds the benchmark's examples."
+        )
+    return documents
+
+
+#: lm-eval ``dataset_path`` values that read local files (``dataset_kwargs.data_files``), not the Hub.
+LOCAL_BUILDERS = frozenset({"json", "csv", "parquet", "text", "arrow", "pandas"})
+
+
+def _load_failure(name: str, error: Exception, entry) -> str:
+    """The message for a source task whose documents could not be loaded: a YAML key lm-eval does not know,
+    local data files that cannot be read (missing, empty), or a Hub dataset without network."""
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    yaml_path = getattr(entry, "yaml_path", None)
+    cause = type(error).__name__ + (f": {excerpt(str(error), 300)[1:-1]}" if str(error) else "")
+    if isinstance(error, TypeError) and "unexpected keyword argument" in str(error):
+        return (
+            f"source_task {name!r}: its YAML {yaml_path} has a key lm-eval does not know ({cause}). Correct or remove "
+            "that key (lm-eval's task guide lists the keys of a task's YAML)."
+        )
+    try:
+        config = load_yaml(yaml_path, resolve_func=False) if yaml_path else {}
+    except Exception:  # noqa: BLE001 - the YAML itself is unreadable: say so below
+        config = {}
+    dataset = str(config.get("dataset_path") or "")
+    if dataset in LOCAL_BUILDERS or (dataset and Path(dataset).expanduser().exists()):
+        files = (config.get("dataset_kwargs") or {}).get("data_files") or dataset
+        return (
+            f"source_task {name!r}: its documents could not be read from its local data ({excerpt(files, 300)}; "
+            f"{cause}). Check that each file exists and holds rows (an empty file has no documents); the task's YAML "
+            f"is {yaml_path}."
+        )
+    if not dataset:
+        return (
+            f"source_task {name!r}: its documents could not be loaded ({cause}). Check the task's YAML "
+            f"({yaml_path}); `lm_eval --tasks {name}` with the same --include_path shows the same error."
+        )
+    return (
+        f"source_task {name!r}: its documents could not be loaded from the dataset {dataset!r} ({cause}). Without "
+        "network the task's dataset must be in the local HF datasets cache, or use "
+        '--metadata \'{"data_files": "<a local copy>"}\' instead.'
+    )
+
+
+def pdd_task_names() -> set[str]:
+    """The names of this plugin's tasks and groups (``lm-eval-pdd tasks-path``), which lm-eval finds only
+    through ``--include_path``."""
+    from importlib import resources
+
+    from lm_eval.tasks import TaskManager
+
+    return set(
+        TaskManager(include_path=str(resources.files("pdd_tasks.task_configs")), include_defaults=False).all_tasks
+    )
+
+
+def _pdd_task_message(name: str) -> str:
+    return (
+        f"source_task {name!r} is a pdd task: its documents are membership texts (suspect members and "
+        f"non-members) or a test's own items, not a benchmark's examples as published, so testing them says "
+        f"nothing about the benchmark's contamination. Point source_task at the benchmark's own lm-eval task "
+        f'(e.g. --metadata \'{{"source_task": "arc_easy"}}\'), or data_files at the benchmark file in its '
+        f'published order (--metadata \'{{"data_files": "<file>"}}\').'
+    )
 
 
 def refuse_pdd_task(name: str, manager) -> None:
@@ -119,13 +197,7 @@ def refuse_pdd_task(name: str, manager) -> None:
         logger.debug("source_task %r: could not read %s: %s", name, entry.yaml_path, error)
         return
     if isinstance(task_class, type) and task_class.__module__.startswith("pdd_tasks."):
-        raise ExampleSourceError(
-            f"source_task {name!r} is a pdd task: its documents are membership texts (suspect members and "
-            f"non-members) or a test's own items, not a benchmark's examples as published, so testing them says "
-            f"nothing about the benchmark's contamination. Point source_task at the benchmark's own lm-eval task "
-            f'(e.g. --metadata \'{{"source_task": "arc_easy"}}\'), or data_files at the benchmark file in its '
-            f'published order (--metadata \'{{"data_files": "<file>"}}\').'
-        )
+        raise ExampleSourceError(_pdd_task_message(name))
 
 
 @dataclass(frozen=True)

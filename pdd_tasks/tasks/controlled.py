@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pdd_tasks.loading.benchmark_data import DatasetError, normalise_rows, read_jsonl
+from pdd_tasks.loading.benchmark_data import DatasetError, DataSpec, normalise_rows, read_jsonl
 from pdd_tasks.paths import default_controlled_dir
 from pdd_tasks.tasks.base import MembershipInferenceTask
 
@@ -26,11 +26,23 @@ class ControlledMembershipTask(MembershipInferenceTask):
     def metadata_keys(cls) -> set[str]:
         return super().metadata_keys() | {"controlled_dir"}
 
+    #: The data keys of the benchmark tasks that this task does not read (its texts are the folder's
+    #: data.jsonl as make-controlled wrote it): refused, not kept in the results JSON as if applied.
+    IGNORED_DATA_KEYS = tuple(key for key in DataSpec.METADATA_KEYS if key != "language")
+
     def controlled_dir(self) -> Path:
         value = (self.config.metadata or {}).get("controlled_dir")
         return Path(value).expanduser() if value else default_controlled_dir()
 
     def download(self, dataset_kwargs=None, **kwargs) -> None:
+        given = [key for key in self.IGNORED_DATA_KEYS if key in (self.config.metadata or {})]
+        if given:
+            raise DatasetError(
+                f"pdd_controlled: metadata {', '.join(f'{k}={self.config.metadata[k]!r}' for k in given)} does not "
+                f"apply here: the task reads the texts of {self.controlled_dir() / 'data.jsonl'} whole, as "
+                "make-controlled wrote them (the model was tuned on those texts). Drop the key(s); to score shorter "
+                "texts, make the benchmark from a pool of shorter texts (make-controlled --pool)."
+            )
         directory = self.controlled_dir()
         data = directory / "data.jsonl"
         if not data.is_file():

@@ -141,13 +141,13 @@ def _add_report(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    from pdd_tasks.tools.outputs import OutputRefused
+    from pdd_tasks.tools.outputs import OutputNotWritten, OutputRefused
     from pdd_tasks.tools.report import ResultsError
     from pdd_tasks.tools.report_files import write_report
 
     try:
         written = write_report(args.output_paths, args.out, force=args.force)
-    except (ResultsError, OutputRefused) as error:
+    except (ResultsError, OutputRefused, OutputNotWritten) as error:
         _err(f"lm-eval-pdd report: {error}")
         return 1
     _err(f"lm-eval-pdd report: wrote {len(written)} files to {args.out}")

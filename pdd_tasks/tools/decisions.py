@@ -12,14 +12,17 @@ as the task's ``<method>_identified`` metric and its ``ptdi`` entries in the sam
 from __future__ import annotations
 
 import json
+import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from pdd_metrics import calibrate_threshold, flag_members, identify_members, suspect_vs_reference_test
-from pdd_tasks.loading.files import read_json, read_jsonl
+from pdd_tasks.errors import UserError, excerpt
+from pdd_tasks.loading.files import read_jsonl
 from pdd_tasks.tasks.custom import REFERENCE, SUSPECT, target_fdr, target_fpr
-from pdd_tasks.tools.outputs import write_file
-from pdd_tasks.tools.report import latest_results_file
+from pdd_tasks.tools.outputs import OutputNotWritten, write_file
+from pdd_tasks.tools.report import ResultsError, SamplesError, read_checked_results, read_results, results_files
 
 
 @dataclass(frozen=True)
@@ -36,22 +39,70 @@ class MethodDecision:
 
 
 def _samples_file(results_file: Path, task: str) -> Path:
+    """``samples_<task>_<timestamp>.jsonl`` of the same run as ``results_file`` (never another run's)."""
     timestamp = results_file.stem.removeprefix("results_")
-    candidates = sorted(results_file.parent.glob(f"samples_{task}_{timestamp}.jsonl"))
-    candidates = candidates or sorted(results_file.parent.glob(f"samples_{task}_*.jsonl"))
-    if not candidates:
-        raise FileNotFoundError(f"No samples_{task}_*.jsonl next to {results_file}: run lm_eval with --log_samples.")
-    return candidates[-1]
+    file = results_file.parent / f"samples_{task}_{timestamp}.jsonl"
+    if not file.is_file():
+        others = sorted(p.name for p in results_file.parent.glob(f"samples_{task}_*.jsonl"))
+        raise FileNotFoundError(
+            f"No {file.name} next to {results_file}: the run of {task} at {timestamp} was made without --log_samples "
+            "(run lm_eval again with --log_samples)."
+            + (f" The samples files there ({', '.join(others)}) are of other runs." if others else "")
+        )
+    return file
+
+
+def run_of(output_path: Path, task: str) -> Path:
+    """The results file of the newest run of ``task`` under ``output_path`` (a folder may hold runs of other
+    tasks and models, or a results file itself); a folder with several runs of ``task`` is said on stderr."""
+    files = results_files(Path(output_path))
+    with_task = [file for file in files if task in read_results(file)["results"]]
+    if not with_task:
+        listed = ", ".join(f"{file} ({', '.join(read_results(file)['results']) or 'no task'})" for file in files[:5])
+        raise ValueError(
+            f"No run of {task} under {output_path}: the {len(files)} run(s) there are of other tasks ({listed}"
+            f"{', ...' if len(files) > 5 else ''}). Pass the --output_path of the {task} run, or --task <its name>."
+        )
+    if len(with_task) > 1:
+        print(
+            f"lm-eval-pdd decisions: {len(with_task)} runs of {task} under {output_path}; deciding on the newest, "
+            f"{with_task[-1]} (pass another run's results_*.json to decide on it).",
+            file=sys.stderr,
+        )
+    return with_task[-1]
+
+
+def _score(sample: dict, key: str, file: Path, line: int) -> float:
+    """A text's score in the samples log (``[score, role]``), checked: a finite number."""
+    entry = sample.get(key)
+    value = entry[0] if isinstance(entry, list) and entry else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise SamplesError(
+            f"{file}:{line}: {key} is {excerpt(entry)}, not [a finite score, role]: the samples log was edited or "
+            "damaged. Re-run lm_eval with --log_samples to write it again."
+        )
+    return float(value)
 
 
 def decide(output_path: Path, task: str = "pdd_custom") -> tuple[list[MethodDecision], list[dict], float]:
     """Per-method summary, one record per suspect text (its row, text, scores, flags, PTDI p-values
     and identifications), and the target FPR the thresholds were calibrated for."""
-    results_file = latest_results_file(Path(output_path))
-    results = read_json(results_file)
-    metadata = results.get("configs", {}).get(task, {}).get("metadata", {})
-    rate, fdr = target_fpr(metadata), target_fdr(metadata)
-    samples = read_jsonl(_samples_file(results_file, task))
+    return decide_run(run_of(output_path, task), task)
+
+
+def decide_run(results_file: Path, task: str = "pdd_custom") -> tuple[list[MethodDecision], list[dict], float]:
+    """:func:`decide` on the run of ``results_file``."""
+    results, _ = read_checked_results(results_file)
+    metadata = (results["configs"].get(task) or {}).get("metadata") or {}
+    try:
+        rate, fdr = target_fpr(metadata), target_fdr(metadata)
+    except UserError as error:
+        raise ResultsError(
+            f"{results_file}: configs[{task!r}].metadata: {error} The run checked this setting before it scored, so "
+            "the results JSON was edited or damaged: restore it, or re-run lm_eval."
+        ) from None
+    samples_file = _samples_file(results_file, task)
+    samples = read_jsonl(samples_file)
     if not samples or "role" not in samples[0]["doc"]:
         raise ValueError(f"{task} in {results_file} was not an unlabelled run (no suspect/reference roles).")
     methods = [key.removesuffix("_flagged") for key in samples[0] if key.endswith("_flagged")]
@@ -64,9 +115,11 @@ def decide(output_path: Path, task: str = "pdd_custom") -> tuple[list[MethodDeci
     references = [s for s in samples if s["doc"]["role"] == REFERENCE]
     records = [{"row": s["doc"]["row"], "text": s["doc"]["text"]} for s in suspects]
     summary = []
+    line_of = {id(sample): number for number, sample in enumerate(samples, start=1)}
     for method in methods:
-        reference_scores = [s[f"{method}_flagged"][0] for s in references]
-        suspect_scores = [s[f"{method}_flagged"][0] for s in suspects]
+        key = f"{method}_flagged"
+        reference_scores = [_score(s, key, samples_file, line_of[id(s)]) for s in references]
+        suspect_scores = [_score(s, key, samples_file, line_of[id(s)]) for s in suspects]
         tau = calibrate_threshold(reference_scores, rate)
         flags = flag_members(suspect_scores, tau)
         test = suspect_vs_reference_test(suspect_scores, reference_scores)
@@ -116,8 +169,6 @@ def summary_table(summary: list[MethodDecision]) -> str:
 
 
 def run(args) -> int:
-    import sys
-
     def write_records(path: Path) -> None:
         with open(path, "w", encoding="utf-8") as handle:
             for record in records:
@@ -126,10 +177,11 @@ def run(args) -> int:
     results = Path(args.results)
     inputs = [results, *(sorted(results.rglob("*.json*")) if results.is_dir() else [])]
     try:
-        summary, records, rate = decide(args.results, args.task)
-        output = args.output or latest_results_file(args.results).parent / f"decisions_{args.task}.jsonl"
+        results_file = run_of(args.results, args.task)
+        summary, records, rate = decide_run(results_file, args.task)
+        output = args.output or results_file.parent / f"decisions_{args.task}.jsonl"
         write_file(output, write_records, force=args.force, inputs=inputs)
-    except (FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ValueError, OutputNotWritten) as exc:
         print(f"lm-eval-pdd decisions: {exc}", file=sys.stderr)
         return 1
     print(

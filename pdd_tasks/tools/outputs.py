@@ -19,6 +19,7 @@ and the fix.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -35,6 +36,54 @@ OWNED_FILES = ".lm-eval-pdd-files.json"
 
 class OutputRefused(UserError):
     """An output path that would replace a user's file, an input, or a folder the user is in."""
+
+
+class OutputNotWritten(UserError):
+    """The system refused a write (a read-only folder or mount, a full disk, a path through a file);
+    the message names the path, the cause and the fix, and nothing half-written was left."""
+
+
+#: errno -> the fix a message gives for it.
+_WRITE_FIXES = {
+    errno.ENOSPC: "free space on that disk, or choose an --out on another disk",
+    errno.EDQUOT: "free space within your disk quota, or choose another folder",
+    errno.EROFS: "the file system there is mounted read-only: choose a folder on a writable disk",
+    errno.EACCES: "you may not write there: choose a folder you can write to (or fix its permissions)",
+    errno.EPERM: "you may not write there: choose a folder you can write to (or fix its permissions)",
+    errno.ENOTDIR: "a part of that path is a file, not a folder: choose another path",
+    errno.EFBIG: "the file would exceed the size limit of this process or file system (ulimit -f)",
+}
+
+
+def not_written(path: str | os.PathLike, error: OSError, option: str = "--output") -> OutputNotWritten:
+    """The :class:`OutputNotWritten` of an ``OSError`` raised while writing ``path``: the path, the cause
+    (``strerror`` and the file the system named) and the fix."""
+    cause = error.strerror or str(error)
+    named = Path(str(error.filename)) if error.filename else None
+    # the file the system named, unless it is the output itself or one of this module's hidden temporary names
+    where = f" ({named})" if named and named != Path(path) and not named.name.startswith(".") else ""
+    fix = _WRITE_FIXES.get(error.errno, f"check that {option} names a folder you can write to, with free space")
+    return OutputNotWritten(
+        f"{option} {path}: cannot write there: {cause}{where}. Nothing was written (any partial file was removed); "
+        f"{fix}, then run the command again."
+    )
+
+
+def refuse_path_through_a_file(path: str | os.PathLike, option: str = "--output") -> None:
+    """An :class:`OutputNotWritten` where a folder above ``path`` is a file (a folder cannot be made there)."""
+    for parent in Path(path).absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise not_written(path, OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(parent)), option)
+            return
+
+
+def make_shareable(folder: Path) -> None:
+    """Give a folder made by :func:`tempfile.mkdtemp` (mode 0700, private) the mode a plain ``mkdir``
+    would give it (0777 less the umask), before it is renamed into the place the user named."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(folder, 0o777 & ~umask)
 
 
 def _resolved(path: str | os.PathLike) -> Path:
@@ -118,8 +167,11 @@ def write_file(
     try:
         write(tmp)
         os.replace(tmp, output)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
+    except BaseException as error:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if isinstance(error, OSError) and _names_a_path_in(error, (tmp, output)):
+            raise not_written(output, error, option) from None
         raise
     return output
 
@@ -211,8 +263,12 @@ def replace_folder(
     exception the temporary folder is removed and ``output`` is left as it was.
     """
     output = check_output_folder(output, force=force, command=command, inputs=inputs, option=option)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{output.name}-new-", dir=output.parent))
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{output.name}-new-", dir=output.parent))
+        make_shareable(tmp)  # mkdtemp's 0700 would become the output folder's mode
+    except OSError as error:
+        raise not_written(output, error, option) from None
     try:
         yield tmp
         record = {"command": f"lm-eval-pdd {command}", "files": sorted(_files_under(tmp))}
@@ -229,6 +285,17 @@ def replace_folder(
             os.replace(old / "previous", output)
             raise
         shutil.rmtree(old)  # holds only the files this command recorded (checked above)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(error, OSError) and _names_a_path_in(error, (tmp, output)):
+            raise not_written(output, error, option) from None
         raise
+
+
+def _names_a_path_in(error: OSError, folders: Iterable[Path]) -> bool:
+    """Whether the file an ``OSError`` names is one of ``folders`` or lies in one (a write of the
+    output, not e.g. an input that could not be read)."""
+    if not error.filename:
+        return False
+    path = Path(os.path.abspath(error.filename))
+    return any(path == Path(os.path.abspath(f)) or Path(os.path.abspath(f)) in path.parents for f in folders)

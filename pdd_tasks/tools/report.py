@@ -7,6 +7,7 @@ is shown (a folder holding two runs gives two tables, oldest first).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -15,6 +16,7 @@ from pdd_tasks.errors import UserError
 from pdd_tasks.loading.files import DatasetError, read_json, read_jsonl
 from pdd_tasks.registry import EM_MIA, METHOD_NAMES, SETTINGS, ScoringSettings, label
 from pdd_tasks.tasks.aggregations import BLIND, FEW_TEXTS, null_auc_standard_error
+from pdd_tasks.tools.result_values import BadValue, check_results
 
 
 METRIC_LABELS = {
@@ -71,6 +73,20 @@ def read_results(file: Path) -> dict:
     if not isinstance(results, dict) or not isinstance(results.get("results"), dict):
         raise ResultsError(f"{file} is not an lm_eval results file (no 'results' section). {_FIX}")
     return results
+
+
+def read_checked_results(file: Path) -> tuple[dict, list[BadValue]]:
+    """:func:`read_results`, its values checked (:func:`pdd_tasks.tools.result_values.check_results`):
+    a value that is not what its key holds is None in the dict returned, and named in the list."""
+    return check_results(read_results(file), file)
+
+
+def warn_bad_values(runs: list[Run]) -> None:
+    """Print a warning line (file and key) on stderr for every damaged value of ``runs`` read so far."""
+    for run in runs:
+        if "_checked" in run.__dict__:
+            for bad in run.bad_values:
+                print(bad.line(), file=sys.stderr)
 
 
 def pdd_tasks_of(results: dict) -> list[str]:
@@ -154,8 +170,18 @@ class Run:
     _samples: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     @cached_property
+    def _checked(self) -> tuple[dict, list[BadValue]]:
+        return read_checked_results(self.file)
+
+    @property
     def results(self) -> dict:
-        return read_results(self.file)
+        """The results JSON, every value that is not what its key holds replaced by None."""
+        return self._checked[0]
+
+    @property
+    def bad_values(self) -> list[BadValue]:
+        """The values of the results JSON that are not what their keys hold (shown as n/a)."""
+        return self._checked[1]
 
     @property
     def timestamp(self) -> str:
@@ -346,7 +372,13 @@ def left_out(results: dict) -> list[tuple[str, str]]:
                 values, "codec_score", "codec_examples", "examples", "codec_*",
             )  # fmt: skip
         elif task == "pdd_contamination":
-            why = "dataset-level contamination checks of standard tasks: the contamination table below"
+            why = (
+                "dataset-level contamination checks of standard tasks: the contamination table below"
+                if contamination_checks(results)
+                else "dataset-level contamination checks of standard tasks, but the results JSON holds none of their "
+                "metrics (codec_score/<task>, exchangeability_pvalue/<task>), so there is no table to show: re-run "
+                "lm_eval to write them"
+            )
         elif task.startswith("pdd_"):
             why = "no member/non-member AUC in its results"
         else:
@@ -370,6 +402,8 @@ def _accuracy(values: dict | None) -> str:
     if not values:
         return "- (not in this run)"
     for key in ACCURACY_METRICS:
+        if key in values and values[key] is None:  # damaged (pdd_tasks.tools.result_values)
+            return f"{key.split(',')[0]} n/a (damaged in the results JSON)"
         if isinstance(values.get(key), (int, float)):
             name, filter_name = key.split(",")
             stderr = values.get(f"{name}_stderr,{filter_name}")
@@ -387,6 +421,11 @@ SHAPE_LABELS = {"multiple_choice": "multiple-choice (ARC-shaped)", "free_answer"
 
 #: The tests of the verdict, as named in ``pdd_contamination``'s ``tests``.
 VERDICT_TESTS = ("codec", "exchangeability")
+#: The metrics (``<name>/<source task>``) each test's cells read; the first is the test's own value.
+TEST_KEYS = {
+    "codec": ("codec_score", "codec_score_ci95_low", "codec_score_ci95_high", "codec_examples"),
+    "exchangeability": ("exchangeability_pvalue", "exchangeability_shards"),
+}
 TEST_LABELS = {"codec": "CoDeC", "exchangeability": "exchangeability"}
 
 
@@ -508,22 +547,39 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
     (:func:`pdd_metrics.verdict.verdict_of`) and cites the measured level and power of that rule
     (:func:`controls_line`). None without ``pdd_contamination`` in the results."""
     values = results.get("results", {}).get("pdd_contamination")
-    metadata = results.get("configs", {}).get("pdd_contamination", {}).get("metadata") or {}
-    summary = metadata.get("contamination")
-    if not values or not summary:
+    if not isinstance(values, dict) or not values:
+        return None
+    metadata = (results.get("configs", {}).get("pdd_contamination") or {}).get("metadata") or {}
+    summary = metadata.get("contamination") if isinstance(metadata.get("contamination"), dict) else {}
+    # the source tasks: the run's summary, else the names in the metric keys ("codec_score/<task>,none")
+    tasks = list(summary) or list(
+        dict.fromkeys(key.split(",", 1)[0].split("/", 1)[1] for key in values if "/" in key.split(",", 1)[0])
+    )
+    tasks = [task for task in tasks if not task.endswith("_stderr")]
+    if not tasks:
         return None
     from pdd_metrics.codec import codec_pvalue
     from pdd_metrics.multiple_testing import holm_adjusted
     from pdd_metrics.verdict import decide
 
-    tasks = list(summary)
     p_values: dict[tuple[str, str], float] = {}
+    damaged: dict[tuple[str, str], list[str]] = {}
     for task in tasks:
-        if f"codec_score/{task},none" in values:
-            n = int(values[f"codec_examples/{task},none"])
-            p_values[task, "codec"] = codec_pvalue(round(values[f"codec_score/{task},none"] * n), n)
-        if f"exchangeability_pvalue/{task},none" in values:
-            p_values[task, "exchangeability"] = values[f"exchangeability_pvalue/{task},none"]
+        for test, names in TEST_KEYS.items():
+            keys = [f"{name}/{task},none" for name in names]
+            ran = (summary.get(task) or {}).get(test) if isinstance(summary.get(task), dict) else None
+            if not any(key in values for key in keys) and not (isinstance(ran, dict) and "not_applicable" not in ran):
+                continue  # the test did not run on this task (its reason, if any, is in the summary)
+            unusable = [key for key in keys if values.get(key) is None]
+            if test == "codec" and not unusable and values[keys[3]] == 0:
+                unusable = [keys[3]]  # no example scored: no score, no p-value
+            if unusable:
+                damaged[task, test] = unusable
+            elif test == "codec":
+                n = int(values[keys[3]])
+                p_values[task, test] = codec_pvalue(round(values[keys[0]] * n), n)
+            else:
+                p_values[task, test] = values[keys[0]]
     adjusted = dict(zip(p_values, holm_adjusted(list(p_values.values())), strict=True)) if p_values else {}
     controls = contamination_controls()
     header = [
@@ -552,9 +608,27 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
         holm = ", ".join(f"{adjusted[task, t]:.3g}" if (task, t) in adjusted else "-" for t in VERDICT_TESTS)
         reasons = [
             f"{test}: {info['not_applicable']}"
-            for test, info in summary[task].items()
+            for test, info in (summary.get(task) if isinstance(summary.get(task), dict) else {}).items()
             if isinstance(info, dict) and info.get("not_applicable")
         ]
+        reasons += [
+            f"{TEST_LABELS[test]}: not shown, the results JSON's "
+            + "; ".join(
+                f"{', '.join(found)} {what}"
+                for found, what in (
+                    ([k for k in keys if k in values and k.startswith("codec_examples") and values[k] == 0], "is 0"),
+                    ([k for k in keys if k in values and values[k] is None], "is damaged (see the warnings)"),
+                    ([k for k in keys if k not in values], "is missing"),
+                )
+                if found
+            )
+            for (name, test), keys in damaged.items()
+            if name == task
+        ]
+        if (task, "codec") in damaged:
+            codec = "n/a (damaged)"
+        if (task, "exchangeability") in damaged:
+            exchangeability = "n/a (damaged)"
         # Holm across the whole table: the flags read the family's adjusted p-values (alpha unchanged)
         decision = decide({t: adjusted.get((task, t)) for t in VERDICT_TESTS}, required=len(VERDICT_TESTS))
         output_type = (results.get("configs", {}).get(task) or {}).get("output_type")
@@ -571,7 +645,16 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
                 "; ".join(reasons) or "-",
             ]
         )
-    notes = [
+    notes = (
+        []
+        if summary
+        else [
+            "The results JSON holds no contamination summary (configs.pdd_contamination.metadata.contamination, "
+            "which lm_eval writes): the tasks are read from the metric names, and why a test did not apply to a task "
+            "is not known. Re-run lm_eval to write it again."
+        ]
+    )
+    notes += [
         f"Holm's correction across the {len(p_values)} p-value(s) of this table (every task's CoDeC and "
         "exchangeability test; family-wise error rate). CoDeC's p-value is the one-sided binomial test of its "
         "score against 1/2 (this plugin's rule, not the paper's, which reads above about 0.8 as a red flag; "
@@ -636,16 +719,23 @@ def method_table(
     ]
     header = ["method"] + [f"{task} {METRIC_LABELS[metric]}" for task in tasks for metric in metrics]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    missing = []
+    missing, damaged = [], []
     for method in methods:
         name = BLIND_LABEL if method == BLIND else method_label(results, method, tasks)
         cells = [name]
         for task in tasks:
             for metric in metrics:
-                value = results["results"][task].get(f"{method}_{metric},none")
-                cells.append(_cell(results["results"][task], f"{method}_{metric}"))
-                if value is None and not (method == "lowercase" and task in no_lowercase):
-                    missing.append(f"{name} {METRIC_LABELS[metric]} of {task}")
+                values = results["results"][task]
+                key = f"{method}_{metric},none"
+                cells.append(_cell(values, f"{method}_{metric}"))
+                if values.get(key) is None and not (method == "lowercase" and task in no_lowercase):
+                    (damaged if key in values else missing).append(f"{name} {METRIC_LABELS[metric]} of {task}")
+                elif (
+                    key in values
+                    and f"{method}_{metric}_stderr,none" in values
+                    and (values[f"{method}_{metric}_stderr,none"] is None)
+                ):
+                    damaged.append(f"the standard error of {name} {METRIC_LABELS[metric]} of {task}")
         lines.append("| " + " | ".join(cells) + " |")
     notes = []
     if any(" ± n/a" in line for line in lines):
@@ -661,6 +751,11 @@ def method_table(
             notes.append(f"n/a: Lowercase was not scored for {task} (setting `lowercase: false`).")
     if missing:
         notes.append(f"n/a: not in the results: {', '.join(missing)}.")
+    if damaged:
+        notes.append(
+            f"n/a: damaged in the results JSON (out of range, not a number, or NaN; the warnings name the file "
+            f"and key): {', '.join(damaged)}."
+        )
     reference_code = [task for task in tasks if task_settings(results, task).convention == "reference-code"]
     if note := convention_note(tasks, reference_code):
         notes.append(note)
@@ -687,18 +782,21 @@ def print_method_table(path: Path) -> str:
     a heading naming its model and results file, oldest first), with the member and non-member
     counts of each task's samples file (:meth:`Run.counts`)."""
     runs = find_runs([Path(path)])
-    if len(runs) == 1:
-        return _run_table(runs[0])
-    parts = []
-    for run in runs:
-        try:
-            table = _run_table(run)
-        except SamplesError:
-            raise
-        except ResultsError as error:
-            table = f"(no pdd table: {error})"
-        parts.append(f"### {run.model}: {run.file}\n\n{table}")
-    return f"{len(runs)} runs under {path}:\n\n" + "\n\n".join(parts)
+    try:
+        if len(runs) == 1:
+            return _run_table(runs[0])
+        parts = []
+        for run in runs:
+            try:
+                table = _run_table(run)
+            except SamplesError:
+                raise
+            except ResultsError as error:
+                table = f"(no pdd table: {error})"
+            parts.append(f"### {run.model}: {run.file}\n\n{table}")
+        return f"{len(runs)} runs under {path}:\n\n" + "\n\n".join(parts)
+    finally:
+        warn_bad_values(runs)
 
 
 def _run_table(run: Run) -> str:

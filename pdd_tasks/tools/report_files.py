@@ -33,11 +33,16 @@ marks"): a task with too few texts of a class, an AUC interval that cannot be co
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import html
 import json
 import math
+import os
 import re
+import shutil
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,7 +53,7 @@ from pdd_metrics.intervals import normal_interval, smallest_fpr_step
 from pdd_tasks import registry
 from pdd_tasks.registry import METHOD_NAMES, RECORDED_KEYS, SETTINGS
 from pdd_tasks.tasks.aggregations import BLIND, FPR_BUDGETS
-from pdd_tasks.tools.outputs import refuse_unsafe_output
+from pdd_tasks.tools.outputs import make_shareable, not_written, refuse_path_through_a_file, refuse_unsafe_output
 from pdd_tasks.tools.report import (
     BLIND_LABEL,
     METRIC_LABELS,
@@ -64,6 +69,7 @@ from pdd_tasks.tools.report import (
     method_label,
     pdd_tasks_of,
     task_settings,
+    warn_bad_values,
 )
 
 
@@ -569,24 +575,33 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
     out = Path(out)
     refuse_unsafe_output(out, paths, option="--out")  # before any run is read
     runs = find_runs(paths)
-    reports = collect(runs)
-    skipped = [(run, task, why) for run in runs for task, why in left_out(run.results)]
-    checks = [(run, found) for run in runs if (found := contamination_checks(run.results))]
-    if not reports and not checks:
-        raise ResultsError(
-            f"No labelled pdd task in the {len(runs)} run(s) under {', '.join(map(str, paths))} (no <method>_auc "
-            "metric). The report reads runs of the labelled pdd tasks (--tasks pdd_wikimia, pdd_custom with labels, ...)."
-            + "".join(f" {task} of {run.file}: {why}." for run, task, why in skipped)
-        )
-    if out.exists() and not out.is_dir():
-        raise ResultsError(f"--out {out} is a file; name a folder for the report.")
-    existing = [out / name for name in REPORT_FILES if (out / name).exists()]
-    if existing and not force:
-        raise ReportExists(
-            f"{out} already holds a report ({', '.join(p.name for p in existing)}); pass --force to overwrite its "
-            "files, or choose another --out folder."
-        )
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        reports = collect(runs)
+        skipped = [(run, task, why) for run in runs for task, why in left_out(run.results)]
+        checks = [(run, found) for run in runs if (found := contamination_checks(run.results))]
+        if not reports and not checks:
+            raise ResultsError(
+                f"No labelled pdd task in the {len(runs)} run(s) under {', '.join(map(str, paths))} (no <method>_auc "
+                "metric). The report reads runs of the labelled pdd tasks (--tasks pdd_wikimia, pdd_custom with labels, ...)."
+                + "".join(f" {task} of {run.file}: {why}." for run, task, why in skipped)
+            )
+        if out.exists() and not out.is_dir():
+            raise ResultsError(f"--out {out} is a file; name a folder for the report.")
+        existing = [out / name for name in REPORT_FILES if (out / name).exists()]
+        if existing and not force:
+            raise ReportExists(
+                f"{out} already holds a report ({', '.join(p.name for p in existing)}); pass --force to overwrite its "
+                "files, or choose another --out folder."
+            )
+        with staged_report(out) as staging:
+            written = _write_documents(runs, reports, skipped, checks, staging)
+        return [out / path.name for path in written]
+    finally:
+        warn_bad_values(runs)
+
+
+def _write_documents(runs, reports, skipped, checks, out: Path) -> list[Path]:
+    """Write the report's files into ``out`` (the staging folder); returns them, the documents last."""
     written: list[Path] = []
 
     md = ["# Pretraining-data detection report", ""]
@@ -594,6 +609,18 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
     runs_line = f"{len(runs)} run(s): " + ", ".join(f"{shown(run.model)} ({run.file})" for run in runs)
     md += [runs_line, ""]
     body.append(f"<p>{html.escape(runs_line)}</p>")
+    damaged = [bad for run in runs for bad in run.bad_values]
+    if damaged:
+        line = (
+            f"**Damaged values:** {len(damaged)} value(s) of the results JSON are not what their key holds (out of "
+            "range, not a number, NaN, missing) and are not shown as numbers:"
+        )
+        md += [line, ""] + [f"- {bad.line().removeprefix('warning: ')}" for bad in damaged] + [""]
+        body.append(
+            f"<p class='warn'>{html.escape(line).replace('**', '')}</p><ul>"
+            + "".join(f"<li>{html.escape(bad.line().removeprefix('warning: '))}</li>" for bad in damaged)
+            + "</ul>"
+        )
     if skipped:
         md += ["Left out of this report (no member/non-member AUC to show):", ""]
         md += [f"- {task} of {shown(run.model)} ({run.file}): {why}." for run, task, why in skipped] + [""]
@@ -703,3 +730,41 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
     )
     (out / "report.html").write_text(page)
     return written + [out / name for name in REPORT_FILES]
+
+
+@contextlib.contextmanager
+def staged_report(out: Path) -> Iterator[Path]:
+    """A staging folder for the report's files (yielded), moved into ``out`` when the block ends.
+
+    A missing ``out`` is the staging folder itself, renamed into place in one step. Into an existing
+    ``out`` (which may hold other files of the user's) each file is renamed in turn, ``report.html``
+    last, each rename whole: a reader never finds half a file, and a failure leaves no new file. An
+    ``OSError`` (read-only folder or mount, full disk) is an
+    :class:`~pdd_tasks.tools.outputs.OutputNotWritten` naming ``out`` and the cause; the staging folder
+    is removed.
+    """
+    refuse_path_through_a_file(out, "--out")
+    try:
+        if out.is_dir():
+            staging = Path(tempfile.mkdtemp(prefix=".report-new-", dir=out))
+        else:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-new-", dir=out.parent))
+        make_shareable(staging)
+    except OSError as error:
+        raise not_written(out, error, "--out") from None
+    try:
+        yield staging
+        if staging.parent != out:
+            os.replace(staging, out)
+            return
+        last = [staging / name for name in ("report.md", "report.html")]
+        for path in [*(p for p in sorted(staging.iterdir()) if p not in last), *last]:
+            os.replace(path, out / path.name)
+        staging.rmdir()
+    except OSError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise not_written(out, error, "--out") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

@@ -387,8 +387,21 @@ def run_merge_tables(args: argparse.Namespace) -> int:
         return _failed(command, str(exc))
     if table.total_tokens == 0:
         return _failed(command, f"the {len(tables)} tables counted no token at all; nothing written.")
-    _err(f"merged {len(tables)} tables: {table.total_tokens:,} tokens, {table.documents:,} documents")
+    _err(f"{merged_line(paths, tables)}: {table.total_tokens:,} tokens, {table.documents:,} documents")
     return _finish(table, args.output, args.install, args.force, command)
+
+
+def merged_line(paths: list[Path], tables: list) -> str:
+    """What merge-tables added up: the table files by name, and those that were themselves merges of parts
+    (their corpus description joins the parts' with " + ", as :func:`pdd_tasks.freq.tables.merge_tables`
+    writes it), so that "3 tables" is never read as 3 parts of the corpus."""
+    line = f"merged {len(tables)} table files ({', '.join(path.name for path in paths)})"
+    merges = [
+        f"{path.name} is itself a merge of {table.corpus!r}"
+        for path, table in zip(paths, tables, strict=True)
+        if " + " in table.corpus
+    ]
+    return line + (f"; {'; '.join(merges)}" if merges else "")
 
 
 # ---------------------------------------------------------------------------- estimate-table
