@@ -526,6 +526,15 @@ GENERAL_SETTINGS = (
         'without BOS the first text token is not scored). docs/methods.md, "Start token: the two conventions".',
         hint='(e.g. --metadata \'{"convention": "reference-code"}\')',
     ),
+    Setting(
+        "keep_duplicates",
+        False,
+        flag,
+        "score every copy of a text that the run's inputs hold more than once (after the task's cut to "
+        "max_words). By default each distinct text is scored once, its first copy, since every metric, its "
+        "standard error and every test count a text once per copy; either way a warning and the results JSON "
+        '(metadata repeats) say how many and where. docs/mistakes.md, "Repeated texts".',
+    ),
 )
 
 
