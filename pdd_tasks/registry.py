@@ -1220,7 +1220,16 @@ DEFAULT_METHODS: tuple[str, ...] = ScoringSettings().methods
 #: Keys that lm_eval (``version``, ``config_source``) and the pdd tasks (what was used, for the
 #: results JSON) put in a task's metadata themselves.
 RECORDED_KEYS = frozenset(
-    {"version", "config_source", "_metadata", "token_scores", "freq_table_used", "recall_prefixes", "small_ref_used"}
+    {
+        "version",
+        "config_source",
+        "_metadata",
+        "token_scores",
+        "freq_table_used",
+        "recall_prefixes",
+        "small_ref_used",
+        "repeats",
+    }
 )
 
 _MODEL_CLASSES = (

@@ -146,3 +146,21 @@ def distinct_rows(
     record of its repeats)`` (:func:`scored_indices` over the dataset's ``text`` column)."""
     keep, record = scored_indices(task, dataset["text"], places, keep_duplicates=keep_duplicates, roles=roles)
     return (dataset if len(keep) == len(dataset) else dataset.select(keep)), record
+
+
+def note_of(results: dict, task: str) -> str | None:
+    """The line ``lm-eval-pdd table`` and ``report`` print under a task that scored repeated texts (from
+    the results JSON's ``configs.<task>.metadata.repeats``), or None where it had none (or no record)."""
+    record = (results.get("configs", {}).get(task, {}).get("metadata") or {}).get(METADATA_KEY)
+    if not isinstance(record, dict) or not record.get("extra_copies"):
+        return None
+    examples = "; ".join(" = ".join(map(str, places)) for places in (record.get("examples") or [])[:1])
+    if record.get(SETTING):
+        then = f"every copy scored ({SETTING}: true): the metrics count a repeated text once per copy"
+    else:
+        then = f"each distinct text scored once ({record.get('scored')} texts; {SETTING}: true would score every copy)"
+    return (
+        f"Repeated texts in {task}: {record.get('texts')} texts hold {record.get('distinct')} distinct "
+        f"({record.get('extra_copies')} extra copies, at most {record.get('largest_group')} of one"
+        f"{', e.g. ' + examples if examples else ''}); {then}."
+    )
