@@ -275,13 +275,13 @@ class MembershipInferenceTask(ConfigurableTask):
         :class:`pdd_tasks.loading.benchmark_data.DataSpec`."""
         self.set_split(load_benchmark(DataSpec.from_task_config(self.config)))
 
-    def set_split(self, split, places: list[str] | None = None, repeats: dict | None = None) -> None:
+    def set_split(self, split, repeats: dict | None = None) -> None:
         """Make ``split`` the evaluated split, less the later copies of a repeated text and the
         documents that a method in effect holds out for itself.
 
         Repeats (:mod:`pdd_tasks.loading.repeats`): each distinct text of ``split`` is kept once (its
-        first copy) unless ``keep_duplicates``, with a warning naming ``places`` (default ``row <i>``,
-        the row of the loaded data); the record goes to the results JSON (metadata ``repeats``). A
+        first copy) unless ``keep_duplicates``, with a warning naming their rows (``row <i>``, counted
+        from 0 in the loaded data); the record goes to the results JSON (metadata ``repeats``). A
         caller that has already done so (``pdd_custom``, across its files) passes its ``repeats`` record.
         A prepared result with ``held_out`` (indices into the split; ReCaLL's prefix texts, which must
         never be scored) loses them here, before the harness builds requests (and before ``--limit``);
@@ -290,7 +290,7 @@ class MembershipInferenceTask(ConfigurableTask):
             split, repeats = distinct_rows(
                 self.config.task,
                 split,
-                places or [f"row {index}" for index in range(len(split))],
+                [f"row {index}" for index in range(len(split))],
                 keep_duplicates=self.settings.keep_duplicates,
                 roles=list(split["label"]),
             )

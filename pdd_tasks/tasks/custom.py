@@ -179,7 +179,8 @@ def read_custom_data(metadata: dict, keep_duplicates: bool = False) -> CustomDat
     rows_in_file = list(range(len(suspect))) + list(range(len(reference)))
     texts, roles, rows_in_file = ([values[i] for i in keep] for values in (texts, roles, rows_in_file))
     suspect, reference = texts[: roles.count(SUSPECT)], texts[roles.count(SUSPECT) :]
-    copies = f" ({repeats['by_role'][REFERENCE]['texts']} rows)" if repeats["extra_copies"] and reference else ""
+    rows_of_reference = repeats["by_role"].get(REFERENCE, {}).get("texts", 0)
+    held = f"{len(reference)} distinct text ({rows_of_reference} rows)" if rows_of_reference > len(reference) else None
     if not reference:
         logger.warning(
             "pdd_custom: %s has no labels and no reference_files were given: per-text scores only "
@@ -189,7 +190,7 @@ def read_custom_data(metadata: dict, keep_duplicates: bool = False) -> CustomDat
         )
     elif len(reference) < 2:
         raise DatasetError(
-            f"pdd_custom: {reference_path} holds {len(reference)} distinct text{copies}; a threshold and a rank test "
+            f"pdd_custom: {reference_path} holds {held or f'{len(reference)} text'}; a threshold and a rank test "
             f"need at least 2 known non-members ({math.ceil(1 / rate)} for target_fpr={rate}). Add texts to it."
         )
     elif len(reference) < math.ceil(1 / rate):
