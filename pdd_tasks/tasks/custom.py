@@ -176,8 +176,8 @@ def read_custom_data(metadata: dict, keep_duplicates: bool = False) -> CustomDat
         "pdd_custom",
     )
     keep, repeats = scored_indices("pdd_custom", texts, places, keep_duplicates=keep_duplicates, roles=roles)
-    rows_in_file = list(range(len(suspect))) + list(range(len(reference)))
-    texts, roles, rows_in_file = ([values[i] for i in keep] for values in (texts, roles, rows_in_file))
+    set_rows = list(range(len(suspect))) + list(range(len(reference)))  # a text's row among its set's rows
+    texts, roles, set_rows = ([values[i] for i in keep] for values in (texts, roles, set_rows))
     suspect, reference = texts[: roles.count(SUSPECT)], texts[roles.count(SUSPECT) :]
     rows_of_reference = repeats["by_role"].get(REFERENCE, {}).get("texts", 0)
     held = f"{len(reference)} distinct text ({rows_of_reference} rows)" if rows_of_reference > len(reference) else None
@@ -201,7 +201,7 @@ def read_custom_data(metadata: dict, keep_duplicates: bool = False) -> CustomDat
             rate,
             math.ceil(1 / rate),
         )
-    dataset = datasets.Dataset.from_dict({"text": texts, "role": roles, "row": rows_in_file})
+    dataset = datasets.Dataset.from_dict({"text": texts, "role": roles, "row": set_rows})
     return CustomData(
         dataset, labelled=False, has_reference=bool(reference), target_fpr=rate, target_fdr=fdr, repeats=repeats
     )
