@@ -551,6 +551,15 @@ GENERAL_SETTINGS = (
         "their own (ReCaLL, EM-MIA), GradNorm's texts and truncated texts are always forwarded. false: "
         "one pass per text.",
     ),
+    Setting(
+        "keep_duplicates",
+        False,
+        flag,
+        "score every copy of a text that the run's inputs hold more than once (after the task's cut to "
+        "max_words). By default each distinct text is scored once, its first copy, since every metric, its "
+        "standard error and every test count a text once per copy; either way a warning and the results JSON "
+        '(metadata repeats) say how many and where. docs/mistakes.md, "Repeated texts".',
+    ),
 )
 
 
@@ -1255,7 +1264,16 @@ DEFAULT_METHODS: tuple[str, ...] = ScoringSettings().methods
 #: Keys that lm_eval (``version``, ``config_source``) and the pdd tasks (what was used, for the
 #: results JSON) put in a task's metadata themselves.
 RECORDED_KEYS = frozenset(
-    {"version", "config_source", "_metadata", "token_scores", "freq_table_used", "recall_prefixes", "small_ref_used"}
+    {
+        "version",
+        "config_source",
+        "_metadata",
+        "token_scores",
+        "freq_table_used",
+        "recall_prefixes",
+        "small_ref_used",
+        "repeats",
+    }
 )
 
 _MODEL_CLASSES = (

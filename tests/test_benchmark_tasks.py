@@ -296,15 +296,26 @@ WIKIMIA24 = SHARED / "data" / "WikiMIA-24"
 
 @pytest.mark.skipif(not WIKIMIA24.is_dir(), reason="needs ../shared/data/WikiMIA-24 (not in a fresh clone)")
 def test_wikimia24_group_from_the_shared_copy_keeps_the_short_256_rows():
+    """With keep_duplicates every row of PROVENANCE.md is scored; by default each distinct text once
+    (WikiMIA-24 repeats texts: 1558 rows of length 32 hold 1386 distinct, one text of length 64 is there
+    26 times; no text under both labels)."""
     provenance = (WIKIMIA24 / "PROVENANCE.md").read_text()
-    loaded = manager(data_source=str(WIKIMIA24)).load("pdd_wikimia24")["tasks"]
-    assert set(loaded) == set(GROUPS["pdd_wikimia24"])
-    for n in (32, 64, 128, 256):
+    every = manager(data_source=str(WIKIMIA24), keep_duplicates=True).load("pdd_wikimia24")["tasks"]
+    distinct = manager(data_source=str(WIKIMIA24)).load("pdd_wikimia24")["tasks"]
+    assert set(every) == set(distinct) == set(GROUPS["pdd_wikimia24"])
+    for n, n_distinct, distinct_members in ((32, 1386, 684), (64, 1239, 653), (128, 508, 263), (256, 439, 232)):
         rows, members = map(int, re.search(rf"WikiMIA_length{n}\.jsonl\s*\|\s*(\d+)\s*\|\s*(\d+)", provenance).groups())
-        docs = list(loaded[f"pdd_wikimia24_{n}"].test_docs())
+        docs = list(every[f"pdd_wikimia24_{n}"].test_docs())
         assert (len(docs), sum(d["label"] for d in docs)) == (rows, members)
-    short = [d for d in loaded["pdd_wikimia24_256"].test_docs() if len(d["text"].split()) < 256]
+        task = distinct[f"pdd_wikimia24_{n}"]
+        docs = list(task.test_docs())
+        assert (len(docs), sum(d["label"] for d in docs)) == (n_distinct, distinct_members)
+        assert len({d["text"] for d in docs}) == n_distinct
+        record = task.config.metadata["repeats"]
+        assert (record["texts"], record["distinct"], record["scored"]) == (rows, n_distinct, n_distinct)
+    short = [d for d in every["pdd_wikimia24_256"].test_docs() if len(d["text"].split()) < 256]
     assert len(short) == 268  # PROVENANCE.md: 268 of 506 rows are shorter than 256 words; they are kept
+    assert len([d for d in distinct["pdd_wikimia24_256"].test_docs() if len(d["text"].split()) < 256]) == 240
 
 
 # ---------------------------------------------------------------------- end to end, CLI, tiny model

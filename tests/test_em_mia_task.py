@@ -60,8 +60,8 @@ def test_lm_eval_run_equals_the_loop_on_r_built_by_hand(tiny_model, tiny_table, 
     for j, sample in enumerate(samples):
         requested = [(a["arg_0"], a["arg_1"]) for a in sample["arguments"].values()]
         assert requested[-8:] == [(x_i, texts[j]) for x_i in texts]  # after the text's own and Lowercase's
-        positions, column, f0, label = sample["em_mia_auc"]
-        assert positions == [j] and f0 == initial[j] and label == labels[j]
+        place, column, f0, label = sample["em_mia_auc"]
+        assert place == j and f0 == initial[j] and label == labels[j]
         np.testing.assert_allclose(column, by_hand[:, j], rtol=1e-5)
     expected = em_mia_scores(by_hand, initial)
     assert len(set(np.round(expected, 12))) > 1  # the loop separates the texts: the AUC below tests an order
@@ -118,27 +118,28 @@ def test_scored_set_is_what_limit_or_samples_select():
 
 
 def test_matrix_from_items_in_any_order_with_a_repeated_text():
-    """Items arrive in any order (processes); a text that is twice in the set lists both its places,
-    and its two copies take them in either order (their columns and initial scores are equal)."""
-    matrix = np.array([[1.0, 1.2, 1.2], [0.9, 1.1, 1.1], [0.9, 1.1, 1.1]])  # texts 1 and 2 are the same text
+    """Items arrive in any order (processes); R is over the distinct texts (the prefixes): the two
+    copies of a text kept with keep_duplicates share its place, and each gets its text's final score."""
+    matrix = np.array([[1.0, 1.2], [0.9, 1.1]])  # place 1's text is scored twice
     items = [
-        ((1, 2), tuple(matrix[:, 1]), 0.5, 1),
-        ((0,), tuple(matrix[:, 0]), 0.1, 0),
-        ((1, 2), tuple(matrix[:, 2]), 0.5, 0),
+        (1, tuple(matrix[:, 1]), 0.5, 1),
+        (0, tuple(matrix[:, 0]), 0.1, 0),
+        (1, tuple(matrix[:, 1]), 0.5, 1),
     ]
     built, initial, labels = em_mia_matrix(items)
     np.testing.assert_array_equal(built, matrix)
-    assert initial.tolist() == [0.1, 0.5, 0.5] and labels == [0, 1, 0]
-    scored = aggregations._em_mia_items(tuple(items))
-    assert [label for _, label in scored] == [0, 1, 0]
+    assert initial.tolist() == [0.1, 0.5] and labels == [0, 1]
+    final = em_mia_scores(matrix, np.array([0.1, 0.5]))
+    assert aggregations._em_mia_items(tuple(items)) == ((final[1], 1), (final[0], 0), (final[1], 1))
+    assert aggregations.em_mia_final_scores(items) == final.tolist()
 
 
 @pytest.mark.parametrize(
     "items",
     [
-        [((0,), (1.0, 1.0), 0.0, 0)],  # a column of 2 in a set of 1
-        [((0,), (1.0, 1.0), 0.0, 0), ((0,), (1.0, 1.0), 0.0, 1)],  # place 1 missing
-        [((0,), (1.0, 1.0), 0.0, 0), ((1, 2), (1.0, 1.0), 0.0, 1)],  # a repeated text with one copy scored
+        [(0, (1.0, 1.0), 0.0, 0)],  # a column of 2 in a set of 1
+        [(0, (1.0, 1.0), 0.0, 0), (0, (1.0, 1.0), 0.0, 1)],  # place 1 missing
+        [(0, (1.0, 1.0, 1.0), 0.0, 0), (2, (1.0, 1.0, 1.0), 0.0, 1)],  # place 1 missing, place 2 given
     ],
 )
 def test_an_incomplete_set_is_refused(items):

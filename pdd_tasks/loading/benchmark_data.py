@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 
 import datasets
 
+from pdd_metrics.repeats import find_repeats
 from pdd_tasks.errors import excerpt
 from pdd_tasks.loading import chinese, files
 
@@ -79,18 +80,25 @@ def check_texts(rows: list[dict], source: str, text_field: str) -> list[str]:
     return texts
 
 
-def _check_no_text_in_both_classes(texts: list[str], labels: list[int], source: str) -> None:
-    """A text labelled both member and non-member makes AUC and TPR meaningless: refuse it."""
-    first_row: dict[tuple[str, int], int] = {}
-    for row, (text, label) in enumerate(zip(texts, labels, strict=True)):
-        first_row.setdefault((text, label), row)
-        other = first_row.get((text, 1 - label))
-        if other is not None:
-            raise DatasetError(
-                f"{source}: rows {other} and {row} hold the same text with label {1 - label} and {label} "
-                f"({text[:60]!r}{'...' if len(text) > 60 else ''}); a text cannot be both a member and a "
-                f"non-member. Fix the label of one of them or remove the duplicate."
-            )
+def _check_no_text_in_both_classes(
+    texts: list[str],
+    labels: list[int],
+    source: str,
+    after: str = "",
+    fix: str = "Fix the label of one of them or remove the duplicate.",
+) -> None:
+    """A text labelled both member and non-member makes AUC and TPR meaningless: refuse it (``after``:
+    what made the texts equal, e.g. a cut to their first words, and ``fix``, for the message)."""
+    across = find_repeats(texts, roles=labels).across_roles
+    if across:
+        first = across[0][0]
+        other = next(i for i in across[0] if labels[i] != labels[first])
+        text = texts[first]
+        raise DatasetError(
+            f"{source}: rows {first} and {other} hold the same text{after} with label {labels[first]} and "
+            f"{labels[other]} ({text[:60]!r}{'...' if len(text) > 60 else ''}); a text cannot be both a member and a "
+            f"non-member. {fix}"
+        )
 
 
 def normalise_rows(rows: list[dict], source: str, text_field: str, label_field: str) -> datasets.Dataset:
@@ -302,6 +310,14 @@ def load_benchmark(spec: DataSpec) -> datasets.Dataset:
     split = normalise_rows(rows, source, text_field, label_field)
     if spec.max_words is not None:
         split = _cut_to_words(split, spec)
+        _check_no_text_in_both_classes(
+            split["text"],
+            split["label"],
+            source,
+            after=f" once cut to their first {spec.max_words} {spec.word_unit} words (max_words)",
+            fix=f"Keep more of each text (--metadata '{{\"max_words\": N}}' with N > {spec.max_words}, or null for "
+            f"whole texts), or remove one of them from the data.",
+        )
     return split
 
 

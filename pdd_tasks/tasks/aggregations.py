@@ -211,7 +211,7 @@ def blind_values(text: str, label: int) -> dict[str, tuple[str, int]]:
     return {f"{BLIND}_{name}": (text, label) for name in BLIND_AGGREGATIONS}
 
 
-# -- EM-MIA: items are (positions, column of R, initial score, label) -------------------------------
+# -- EM-MIA: items are (place, column of R, initial score, label) ---------------------------------
 
 #: EM-MIA's updates (the authors' ``emmia.py``: ``--max_iter`` 10).
 EM_MIA_ITERATIONS = 10
@@ -221,58 +221,67 @@ class IncompleteEmMiaSet(UserError):
     """The EM-MIA items of a run do not make up the whole scored set (each text's column of R)."""
 
 
-def em_mia_matrix(items) -> tuple[np.ndarray, np.ndarray, list[int]]:
-    """``(R, f_0, labels)`` of the scored set from the per-text items of ``em_mia_*``.
-
-    Each item is ``(positions, column, initial, label)``: ``column[i] = R[i, j] = LL(x_j | x_i) /
-    LL(x_j)`` for the text x_j at one of ``positions`` (its places in the scored set: several where
-    the set holds the same text more than once; their columns, rows and initial scores are equal,
-    so which copy takes which place changes nothing), ``initial`` its score f_0, ``label`` its label.
-    """
-    groups: dict[tuple, list] = {}
-    for positions, column, initial, label in items:
-        groups.setdefault(tuple(positions), []).append((column, initial, label))
-    n = len(items)
+def _em_mia_places(items) -> dict[int, tuple]:
+    """Place -> ``(column, initial, label)`` of the distinct texts of the scored set, from the per-text
+    items; copies of a text (kept with ``keep_duplicates``) share its place and its values."""
     placed: dict[int, tuple] = {}
-    for positions, copies in groups.items():
-        if len(copies) == len(positions):
-            placed.update(zip(positions, copies, strict=True))
-    if sorted(placed) != list(range(n)) or any(len(column) != n for column, _, _ in placed.values()):
+    for place, column, initial, label in items:
+        placed.setdefault(int(place), (column, initial, label))
+    m = len(placed)
+    if sorted(placed) != list(range(m)) or any(len(column) != m for column, _, _ in placed.values()):
         raise IncompleteEmMiaSet(
-            f"EM-MIA: the {n} scored texts do not each carry a column of the {n} x {n} ReCaLL matrix (a text scored "
-            f"after a set of another size, or a text missing). Its requests must be built for the set the run scores: "
-            f"run the task again without --cache_requests, and with the same --limit/--samples on every process."
+            f"EM-MIA: the {len(items)} scored texts do not each carry a column of the ReCaLL matrix of the "
+            f"{m} distinct texts of the set (a text scored after a set of another size, or a text missing). Its "
+            f"requests must be built for the set the run scores: run the task again without --cache_requests, and "
+            f"with the same --limit/--samples on every process."
         )
-    columns, initial, labels = zip(*(placed[j] for j in range(n)), strict=True)
+    return placed
+
+
+def em_mia_matrix(items) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """``(R, f_0, labels)`` of the distinct texts of the scored set from the per-text items of ``em_mia_*``.
+
+    Each item is ``(place, column, initial, label)``: ``place`` the text's index among the distinct
+    texts of the scored set (the prefixes; copies of a text share it), ``column[i] = R[i, j] =
+    LL(x_j | x_i) / LL(x_j)`` for the text x_j at that place, ``initial`` its score f_0, ``label`` its label.
+    """
+    placed = _em_mia_places(items)
+    columns, initial, labels = zip(*(placed[j] for j in range(len(placed))), strict=True)
     return np.column_stack([np.asarray(column, dtype=float) for column in columns]), np.array(initial), list(labels)
 
 
 @functools.lru_cache(maxsize=4)
+def _em_mia_place_scores(items: tuple) -> tuple[float, ...]:
+    """EM-MIA's final score of each distinct text (:func:`pdd_metrics.em_mia_scores` over the matrix of
+    :func:`em_mia_matrix`; computed once per run, every metric and stderr reuses it)."""
+    matrix, initial, _ = em_mia_matrix(items)
+    return tuple(em_mia_scores(matrix, initial, iterations=EM_MIA_ITERATIONS).tolist())
+
+
 def _em_mia_items(items: tuple) -> tuple:
-    """``(score, label)`` items of EM-MIA's final scores (:func:`pdd_metrics.em_mia_scores` over the
-    matrix of :func:`em_mia_matrix`; computed once per run, every metric and stderr reuses it)."""
-    matrix, initial, labels = em_mia_matrix(items)
-    scores = em_mia_scores(matrix, initial, iterations=EM_MIA_ITERATIONS)
-    return tuple(zip(scores.tolist(), labels, strict=True))
+    """``(score, label)`` items of EM-MIA's final scores, one per scored text (a copy kept with
+    ``keep_duplicates`` gets its text's score)."""
+    scores = _em_mia_place_scores(items)
+    return tuple((scores[int(place)], int(label)) for place, _, _, label in items)
 
 
 def _em_mia_scored(items) -> tuple:
     """:func:`_em_mia_items` of items whose parts may be lists (hashable for its cache)."""
-    return _em_mia_items(tuple((tuple(p), tuple(c), float(f), int(label)) for p, c, f, label in items))
+    return _em_mia_items(tuple((int(p), tuple(c), float(f), int(label)) for p, c, f, label in items))
 
 
 def em_mia_final_scores(items) -> list[float]:
-    """EM-MIA's final score of each place of the scored set, from the per-text items."""
-    return [score for score, _ in _em_mia_scored(items)]
+    """EM-MIA's final score of each distinct text of the scored set (by place), from the per-text items."""
+    return list(_em_mia_place_scores(tuple((int(p), tuple(c), float(f), int(label)) for p, c, f, label in items)))
 
 
-#: Metric name -> aggregation over EM-MIA's ``(positions, column, initial, label)`` items.
+#: Metric name -> aggregation over EM-MIA's ``(place, column, initial, label)`` items.
 EM_MIA_AGGREGATIONS = {name: _rescored(EM_MIA, _em_mia_scored, aggregate) for name, aggregate in AGGREGATIONS.items()}
 
 
-def em_mia_values(positions: tuple[int, ...], column: tuple[float, ...], initial: float, label: int) -> dict:
+def em_mia_values(place: int, column: tuple[float, ...], initial: float, label: int) -> dict:
     """One text's items of the EM-MIA metrics (``em_mia_auc``, ...), for ``process_results``."""
-    item = (tuple(positions), tuple(column), float(initial), int(label))
+    item = (int(place), tuple(column), float(initial), int(label))
     return {f"{EM_MIA}_{name}": item for name in EM_MIA_AGGREGATIONS}
 
 

@@ -31,6 +31,8 @@ from pdd_tasks.freq.tables import (
     tokenizer_fingerprint,
 )
 from pdd_tasks.loading.benchmark_data import DataSpec, load_benchmark
+from pdd_tasks.loading.repeats import METADATA_KEY as REPEATS_KEY
+from pdd_tasks.loading.repeats import distinct_rows
 from pdd_tasks.registry import (
     METHODS,
     SETTINGS,
@@ -294,11 +296,26 @@ class MembershipInferenceTask(ConfigurableTask):
         :class:`pdd_tasks.loading.benchmark_data.DataSpec`."""
         self.set_split(load_benchmark(DataSpec.from_task_config(self.config)))
 
-    def set_split(self, split) -> None:
-        """Make ``split`` the evaluated split, less the documents that a method in effect holds out
-        for itself: a prepared result with ``held_out`` (indices into ``split``; ReCaLL's prefix
-        texts, which must never be scored) loses them here, before the harness builds requests (and
-        before ``--limit``); its ``recorded()`` entries go to the results JSON (task metadata)."""
+    def set_split(self, split, repeats: dict | None = None) -> None:
+        """Make ``split`` the evaluated split, less the later copies of a repeated text and the
+        documents that a method in effect holds out for itself.
+
+        Repeats (:mod:`pdd_tasks.loading.repeats`): each distinct text of ``split`` is kept once (its
+        first copy) unless ``keep_duplicates``, with a warning naming their rows (``row <i>``, counted
+        from 0 in the loaded data); the record goes to the results JSON (metadata ``repeats``). A
+        caller that has already done so (``pdd_custom``, across its files) passes its ``repeats`` record.
+        A prepared result with ``held_out`` (indices into the split; ReCaLL's prefix texts, which must
+        never be scored) loses them here, before the harness builds requests (and before ``--limit``);
+        its ``recorded()`` entries go to the results JSON (task metadata)."""
+        if repeats is None:
+            split, repeats = distinct_rows(
+                self.config.task,
+                split,
+                [f"row {index}" for index in range(len(split))],
+                keep_duplicates=self.settings.keep_duplicates,
+                roles=list(split["label"]),
+            )
+        self.config.metadata[REPEATS_KEY] = repeats
         self.dataset = {self.config.test_split: split}
         held_out: set[int] = set()
         for result in {id(result): result for result in self.prepared().values()}.values():
@@ -331,11 +348,11 @@ class MembershipInferenceTask(ConfigurableTask):
                 f"text of the scored set, so requests cached for another --limit would pair it with other texts. "
                 f"Drop --cache_requests."
             )
-        self._em_mia_texts = em_mia_scored_texts(list(self.eval_docs), limit, samples)
+        # The prefixes are the distinct texts: a copy after its own text would be a prefix that predicts it
+        # perfectly (copies remain in the scored set only under keep_duplicates, and share their text's place).
+        self._em_mia_texts = list(dict.fromkeys(em_mia_scored_texts(list(self.eval_docs), limit, samples)))
         check_em_mia_size(self.config.task, len(self._em_mia_texts), self.settings.em_mia_max_texts)
-        self._em_mia_positions: dict[str, tuple[int, ...]] = {}
-        for position, text in enumerate(self._em_mia_texts):
-            self._em_mia_positions[text] = (*self._em_mia_positions.get(text, ()), position)
+        self._em_mia_places: dict[str, int] = {text: place for place, text in enumerate(self._em_mia_texts)}
 
     def construct_requests(self, doc: dict, ctx, **kwargs) -> list[PerTokenRequest]:
         if ctx and not self._warned_context:
@@ -454,8 +471,8 @@ class MembershipInferenceTask(ConfigurableTask):
             return
         items = [sample[f"{aggregations.EM_MIA}_auc"] for sample in samples]
         scored = aggregations.em_mia_final_scores(items)
-        for sample, (positions, *_) in zip(samples, items, strict=True):
-            sample[f"{aggregations.EM_MIA}_score"] = scored[positions[0]]  # a repeated text's copies score alike
+        for sample, (place, *_) in zip(samples, items, strict=True):
+            sample[f"{aggregations.EM_MIA}_score"] = scored[place]  # a repeated text's copies share its place
 
     def split_em_mia(self, results: list) -> tuple[list, list]:
         """(the answers of the text's other requests, those of its EM-MIA requests: the last ones)."""
@@ -463,13 +480,14 @@ class MembershipInferenceTask(ConfigurableTask):
         return (results[: len(results) - n], results[len(results) - n :]) if n else (results, [])
 
     def em_mia_values(self, doc: dict, own: TokenScores, prefixed: list, scores: dict, label: int) -> dict:
-        """The text's EM-MIA items: its places in the scored set, its column of R (ReCaLL of the text
-        after each text of the set, :func:`pdd_metrics.recall_score`) and its initial score."""
+        """The text's EM-MIA items: its place among the distinct texts of the scored set, its column of R
+        (ReCaLL of the text after each distinct text of the set, :func:`pdd_metrics.recall_score`) and its
+        initial score."""
         column = [
             recall_score(*prefixed_pair(answer.logprobs, own.logprobs)) for answer in prefixed
         ]  # R[i, j] = LL(x_j | x_i) / LL(x_j)
-        positions = self._em_mia_positions[doc["text"]]
-        return aggregations.em_mia_values(positions, column, scores[self.settings.em_mia_init], label)
+        place = self._em_mia_places[doc["text"]]
+        return aggregations.em_mia_values(place, column, scores[self.settings.em_mia_init], label)
 
     def score_results(self, doc: dict, results: list) -> dict[str, float]:
         """Every method's score of ``doc["text"]`` from the backend's answers to its requests

@@ -38,12 +38,15 @@ from __future__ import annotations
 import difflib
 import logging
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 import datasets
 
+from pdd_metrics.repeats import find_repeats
 from pdd_tasks.errors import excerpt
 from pdd_tasks.loading.benchmark_data import DatasetError, check_texts, normalise_rows, read_local_rows
+from pdd_tasks.loading.repeats import distinct_rows, refuse_across_roles, scored_indices
 from pdd_tasks.registry import SETTINGS, SettingError
 from pdd_tasks.tasks import aggregations
 from pdd_tasks.tasks.base import EmMiaRunError, MembershipInferenceTask
@@ -68,6 +71,7 @@ class CustomData:
     has_reference: bool
     target_fpr: float
     target_fdr: float
+    repeats: dict  # what the results JSON records of repeated texts (pdd_tasks.loading.repeats.record_of)
 
 
 def _rate(metadata: dict, key: str, default: float, examples: str) -> float:
@@ -102,8 +106,29 @@ def _check_paths(key: str, value) -> None:
     )
 
 
-def read_custom_data(metadata: dict) -> CustomData:
-    """Read and check the files named in the task metadata; decide labelled or unlabelled mode."""
+def _rows_and_places(value) -> tuple[list[dict], list[str]]:
+    """The rows of ``data_files``/``reference_files`` (a path or a list of paths, read in order) and where
+    each is (``<file> row <i>``, the row counted from 0 in its file; ``(listing <k>)`` after a file the list
+    names more than once), for the messages about repeated texts."""
+    paths = [value] if isinstance(value, str) else list(value)
+    counts = Counter(paths)
+    seen: Counter = Counter()
+    rows: list[dict] = []
+    places: list[str] = []
+    for path in paths:
+        seen[path] += 1
+        name = path if counts[path] == 1 else f"{path} (listing {seen[path]})"
+        read = read_local_rows(path)
+        rows += read
+        places += [f"{name} row {index}" for index in range(len(read))]
+    return rows, places
+
+
+def read_custom_data(metadata: dict, keep_duplicates: bool = False) -> CustomData:
+    """Read and check the files named in the task metadata; decide labelled or unlabelled mode; find
+    repeated texts within and across the files (:mod:`pdd_tasks.loading.repeats`): a text given as a
+    suspect and as a reference is refused, and each other repeated text is kept once unless
+    ``keep_duplicates``."""
     path = metadata.get("data_files")
     if not path:
         raise DatasetError(
@@ -116,7 +141,7 @@ def read_custom_data(metadata: dict) -> CustomData:
     label_field = metadata.get("label_field", DEFAULT_LABEL_FIELD)
     reference_path = metadata.get("reference_files")
     rate, fdr = target_fpr(metadata), target_fdr(metadata)
-    rows = read_local_rows(path)
+    rows, places = _rows_and_places(path)
     labelled = label_field is not None and any(label_field in row for row in rows)
     if not labelled and label_field not in (None, DEFAULT_LABEL_FIELD):  # a named field no row has: a typo?
         raise DatasetError(_label_field_missing(rows, path, label_field))
@@ -128,10 +153,34 @@ def read_custom_data(metadata: dict) -> CustomData:
                 f"--metadata '{{\"label_field\": null}}' to treat {path} as unlabelled."
             )
         dataset = normalise_rows(rows, str(path), text_field, label_field)
-        return CustomData(dataset, labelled=True, has_reference=False, target_fpr=rate, target_fdr=fdr)
+        dataset, repeats = distinct_rows(
+            "pdd_custom", dataset, places, keep_duplicates=keep_duplicates, roles=list(dataset["label"])
+        )
+        return CustomData(dataset, labelled=True, has_reference=False, target_fpr=rate, target_fdr=fdr, repeats=repeats)
 
     suspect = check_texts(rows, str(path), text_field)
-    reference = check_texts(read_local_rows(reference_path), str(reference_path), text_field) if reference_path else []
+    reference, reference_places = [], []
+    if reference_path:
+        reference_rows, reference_places = _rows_and_places(reference_path)
+        reference = check_texts(reference_rows, str(reference_path), text_field)
+    texts, places = suspect + reference, places + reference_places
+    roles = [SUSPECT] * len(suspect) + [REFERENCE] * len(reference)
+    refuse_across_roles(
+        find_repeats(texts, roles=roles),
+        texts,
+        places,
+        {SUSPECT: "a suspect text (data_files)", REFERENCE: "a known non-member (reference_files)"},
+        "Remove it from one of the files: a known non-member is no suspect, and a suspect among the references "
+        "would calibrate the threshold and the tests on itself (do data_files and reference_files name the same "
+        "file?).",
+        "pdd_custom",
+    )
+    keep, repeats = scored_indices("pdd_custom", texts, places, keep_duplicates=keep_duplicates, roles=roles)
+    set_rows = list(range(len(suspect))) + list(range(len(reference)))  # a text's row among its set's rows
+    texts, roles, set_rows = ([values[i] for i in keep] for values in (texts, roles, set_rows))
+    suspect, reference = texts[: roles.count(SUSPECT)], texts[roles.count(SUSPECT) :]
+    rows_of_reference = repeats["by_role"].get(REFERENCE, {}).get("texts", 0)
+    held = f"{len(reference)} distinct text ({rows_of_reference} rows)" if rows_of_reference > len(reference) else None
     if not reference:
         logger.warning(
             "pdd_custom: %s has no labels and no reference_files were given: per-text scores only "
@@ -141,25 +190,21 @@ def read_custom_data(metadata: dict) -> CustomData:
         )
     elif len(reference) < 2:
         raise DatasetError(
-            f"pdd_custom: {reference_path} holds {len(reference)} text; a threshold and a rank test need at least "
-            f"2 known non-members ({math.ceil(1 / rate)} for target_fpr={rate}). Add texts to it."
+            f"pdd_custom: {reference_path} holds {held or f'{len(reference)} text'}; a threshold and a rank test "
+            f"need at least 2 known non-members ({math.ceil(1 / rate)} for target_fpr={rate}). Add texts to it."
         )
     elif len(reference) < math.ceil(1 / rate):
         logger.warning(
-            "pdd_custom: %d reference texts are too few for target_fpr=%s: the threshold is the highest "
+            "pdd_custom: %d distinct reference texts are too few for target_fpr=%s: the threshold is the highest "
             "reference score (FPR 0 on the reference set). Give at least %d known non-members.",
             len(reference),
             rate,
             math.ceil(1 / rate),
         )
-    dataset = datasets.Dataset.from_dict(
-        {
-            "text": suspect + reference,
-            "role": [SUSPECT] * len(suspect) + [REFERENCE] * len(reference),
-            "row": list(range(len(suspect))) + list(range(len(reference))),
-        }
+    dataset = datasets.Dataset.from_dict({"text": texts, "role": roles, "row": set_rows})
+    return CustomData(
+        dataset, labelled=False, has_reference=bool(reference), target_fpr=rate, target_fdr=fdr, repeats=repeats
     )
-    return CustomData(dataset, labelled=False, has_reference=bool(reference), target_fpr=rate, target_fdr=fdr)
 
 
 def _label_field_missing(rows: list[dict], path, label_field: str) -> str:
@@ -181,7 +226,7 @@ class CustomMembershipTask(MembershipInferenceTask):
         return {setting.name for setting in SETTINGS} | set(CUSTOM_KEYS)
 
     def build_metric_list(self, metadata: dict) -> list[dict]:
-        self.custom = read_custom_data(metadata)
+        self.custom = read_custom_data(metadata, keep_duplicates=self.settings.keep_duplicates)
         self.dataset_inference = {} if self.custom.labelled else self.dataset_inference_aggregations(metadata)
         if self.settings.em_mia and not self.custom.labelled:
             raise EmMiaRunError(
@@ -227,7 +272,7 @@ class CustomMembershipTask(MembershipInferenceTask):
     def download(self, dataset_kwargs=None, **kwargs) -> None:
         if self.custom.has_reference:  # the setting PTDI's <method>_identified used, in the results JSON
             self.config.metadata.setdefault("target_fdr", self.custom.target_fdr)
-        self.set_split(self.custom.dataset)
+        self.set_split(self.custom.dataset, repeats=self.custom.repeats)
 
     def annotate_logged_samples(self, samples: list[dict]) -> None:
         """PTDI per suspect text in ``--log_samples``, once every text is scored (called by patch

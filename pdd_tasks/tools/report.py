@@ -13,6 +13,7 @@ from functools import cached_property
 from pathlib import Path
 
 from pdd_tasks.errors import UserError
+from pdd_tasks.loading import repeats
 from pdd_tasks.loading.files import DatasetError, read_json, read_jsonl
 from pdd_tasks.registry import EM_MIA, METHOD_NAMES, SETTINGS, ScoringSettings, label
 from pdd_tasks.tasks.aggregations import BLIND, FEW_TEXTS, null_auc_standard_error
@@ -761,6 +762,7 @@ def method_table(
         notes.append(note)
     if note := left_out_note(results):
         notes.append(note)
+    notes += [note for task in tasks if (note := repeats.note_of(results, task))]
     sizes = ", ".join(
         f"{task}: {counts[task].describe()}{_held_out(results, task)}"
         for task in tasks

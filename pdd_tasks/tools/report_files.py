@@ -51,6 +51,7 @@ import numpy as np
 from pdd_metrics.blind import BLIND_FOLDS, BLIND_SEED, TooFewTexts, blind_scores
 from pdd_metrics.intervals import normal_interval, smallest_fpr_step
 from pdd_tasks import registry
+from pdd_tasks.loading import repeats
 from pdd_tasks.registry import METHOD_NAMES, RECORDED_KEYS, SETTINGS
 from pdd_tasks.tasks.aggregations import BLIND, FPR_BUDGETS
 from pdd_tasks.tools.outputs import make_shareable, not_written, refuse_path_through_a_file, refuse_unsafe_output
@@ -433,6 +434,7 @@ def task_notes(report: TaskReport) -> list[str]:
         )
     if note := convention_note([report.task], _reference_code(report)):
         notes.append(note)
+    notes += [note] if (note := repeats.note_of(report.run.results, report.task)) else []
     if report.counts.problem:
         notes.append(f"Samples: {report.counts.problem}")
     elif not report.scores:
