@@ -2,12 +2,18 @@
 
     lm-eval-pdd tasks-path                      # directory to pass to lm_eval --include_path
     lm-eval-pdd default-model [--path DIR]      # convert/locate the default model, print its dir
+    lm-eval-pdd cpu-dtype                       # bfloat16 where the CPU has it natively, else float32
     lm-eval-pdd build-table --tokenizer NAME_OR_PATH --input FILE... --output TABLE.npz [--install]
     lm-eval-pdd merge-tables | estimate-table | inspect-table | install-table | list-tables
                                                 # frequency tables, see pdd_tasks/tools/table_cli.py
     lm-eval-pdd table OUTPUT_PATH               # per-method table of every run in a folder
     lm-eval-pdd report OUTPUT_PATH... --out DIR # HTML + Markdown report, plots, leaderboard
     lm-eval-pdd blind TASK [--metadata JSON]    # the blind baseline (texts only, no model)
+    lm-eval-pdd decisions OUTPUT_PATH           # per-text decisions of an unlabelled pdd_custom run
+    lm-eval-pdd zh-snippets --input F --output F  # Chinese texts cut to their first N jieba words
+    lm-eval-pdd make-controlled | make-ordered  # fine-tuned models with known exposure (controls)
+
+``lm-eval-pdd --help`` lists every command with one line each.
 
 Commands that print a path print only that path on stdout (everything else goes to stderr), so
 ``--include_path $(lm-eval-pdd tasks-path)`` and ``pretrained=$(lm-eval-pdd default-model)`` work.
