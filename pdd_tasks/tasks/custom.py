@@ -45,7 +45,7 @@ import datasets
 
 from pdd_metrics.repeats import find_repeats
 from pdd_tasks.errors import excerpt
-from pdd_tasks.loading.benchmark_data import DatasetError, check_texts, normalise_rows, read_local_rows
+from pdd_tasks.loading.benchmark_data import DatasetError, DataSpec, check_texts, normalise_rows, read_local_rows
 from pdd_tasks.loading.repeats import distinct_rows, refuse_across_roles, scored_indices
 from pdd_tasks.registry import SETTINGS, SettingError
 from pdd_tasks.tasks import aggregations
@@ -226,6 +226,14 @@ class CustomMembershipTask(MembershipInferenceTask):
         return {setting.name for setting in SETTINGS} | set(CUSTOM_KEYS)
 
     def build_metric_list(self, metadata: dict) -> list[dict]:
+        given = [key for key in DataSpec.METADATA_KEYS if key in metadata and key not in CUSTOM_KEYS]
+        if given:
+            raise DatasetError(
+                f"pdd_custom: metadata {', '.join(f'{k}={metadata[k]!r}' for k in given)} is a data key of the "
+                f"benchmark tasks and does not apply here: pdd_custom scores each text of data_files (and "
+                f"reference_files) whole. Drop the key(s); to score shorter texts, cut them in the file (its keys: "
+                f"{', '.join(CUSTOM_KEYS)})."
+            )
         self.custom = read_custom_data(metadata, keep_duplicates=self.settings.keep_duplicates)
         self.dataset_inference = {} if self.custom.labelled else self.dataset_inference_aggregations(metadata)
         if self.settings.em_mia and not self.custom.labelled:
