@@ -46,9 +46,20 @@ def test_each_exposure_tunes_on_the_texts_it_names(tiny_model, tmp_path, exposur
         joined = [example for block in trained for example in block.split("\n")]
         assert sorted(joined) == sorted(file)
         assert (joined == file) is (exposure == "ordered")
-    # the start token the texts were trained after: the tiny GPT-2 has no BOS, so its EOS (as lm-eval scores)
-    assert manifest["start_token"]["text"] == "<|endoftext|>"
-    assert manifest["training"]["trained_tokens"] > 0
+    # the start token: before every block (as lm-eval scores a whole text); before an example alone only
+    # where the tokenizer adds one (as CoDeC's requests encode it), and the tiny GPT-2's adds none
+    if exposure == "examples":
+        assert manifest["start_token"] == {"id": None, "text": None, "how": "as the tokenizer adds it"}
+    else:
+        assert (manifest["start_token"]["text"], manifest["start_token"]["how"]) == ("<|endoftext|>", "always")
+    # the tokens trained on say the same: every token of a text predicted, less the first where nothing
+    # precedes it (2 epochs)
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(output / "model")
+    lengths = [len(tokenizer(text, add_special_tokens=False).input_ids) for text in trained]
+    expected = sum(lengths) - len(lengths) if exposure == "examples" else sum(lengths)
+    assert manifest["training"]["trained_tokens"] == 2 * expected
 
 
 def test_training_texts_refuses_an_unknown_exposure():

@@ -12,10 +12,14 @@ model) for a few epochs on the first N examples of a file; ``--exposure`` says h
 - ``shuffled``: the same blocks, packed from the examples in a random order (``--seed``): the file
   seen, its order not;
 - ``examples`` (the positive control of ``pdd_codec``; how the CoDeC authors' notebook contaminates a
-  model): each example its own training text, nothing before it but the start token.
+  model): each example its own training text, encoded as its tokenizer encodes it: after the start
+  token where the tokenizer adds one (Llama's BOS), after nothing where it adds none (GPT-2,
+  SmolLM2), as CoDeC's requests score it (lm-eval encodes a request's context with the tokenizer's
+  own special tokens).
 
-Every training text follows the model's start token (BOS, else EOS: the token lm-eval's HF backend
-scores a text after), and the batch order of the training texts is drawn again every epoch.
+A block (``ordered``, ``shuffled``) follows the model's start token (BOS, else EOS: the token
+lm-eval's HF backend scores a whole text after, as the exchangeability test does). The batch order of
+the training texts is drawn again every epoch; the manifest says which start token, if any.
 
 It writes ``<output>/model`` (the tuned model and tokenizer), ``canonical.jsonl`` (the N examples in
 the file's order: the contaminated benchmark), ``shuffled.jsonl`` (the same examples in a random
@@ -120,8 +124,14 @@ def make_ordered(
     check_output_folder(output_dir, force=force, command="make-ordered", inputs=inputs)
     texts, description = load_examples(source, text_field, examples)
     blocks = training_texts(texts, exposure, block_examples, separator, settings.seed)
-    model, tokenizer, stats = tuned_copy(base_model, blocks, settings, progress=progress)
-    start = _start_token_id(tokenizer)
+    start = "tokenizer" if exposure == "examples" else "always"
+    model, tokenizer, stats = tuned_copy(base_model, blocks, settings, progress=progress, start=start)
+    if start == "always":
+        start_id = _start_token_id(tokenizer)
+    else:  # what the tokenizer puts before a text, if anything
+        added = tokenizer("x").input_ids[: -len(tokenizer("x", add_special_tokens=False).input_ids)]
+        start_id = added[0] if added else None
+    start_token = {"id": start_id, "text": None if start_id is None else tokenizer.convert_ids_to_tokens(start_id)}
 
     with replace_folder(output_dir, force=force, command="make-ordered", inputs=inputs) as tmp:
         model.save_pretrained(tmp / "model")
@@ -139,7 +149,7 @@ def make_ordered(
             "exposure_means": EXPOSURE_MEANINGS[exposure],
             "block_examples": 1 if exposure == "examples" else block_examples,
             "blocks": len(blocks),
-            "start_token": {"id": start, "text": tokenizer.convert_ids_to_tokens(start)},
+            "start_token": start_token | {"how": "always" if start == "always" else "as the tokenizer adds it"},
             "separator": separator,
             "settings": asdict(settings),
             "training": stats,
