@@ -53,11 +53,13 @@ per shape, each test's rejection rate at alpha = 0.05 alone and the scores, the 
 score measured on unseen data of the shape included (what :mod:`pdd_metrics.verdict` calibrates
 CoDeC's null with).
 
-The decision rules are the verdict's (``lm-eval-pdd table``; :mod:`pdd_metrics.verdict`):
+The decision rules are the verdict's (``lm-eval-pdd table``; :func:`pdd_metrics.verdict.decide`):
 each test's p-value (exchangeability: Oren et al.'s t-test; CoDeC: the one-sided binomial test of
-"at most half the examples lose confidence in context", :func:`pdd_metrics.codec.codec_pvalue`),
-Holm-adjusted over the two tests of the file, each test "flags" at adjusted p <= 0.05, and
-"evidence of contamination" needs both. The scoring runs through ``lm_eval.simple_evaluate`` (the
+its score against the calibrated null, :func:`pdd_metrics.verdict.codec_calibrated_pvalue`; the
+test against 1/2, :func:`pdd_metrics.codec.codec_pvalue`, is recorded too), Holm-adjusted over the
+two tests of the file, each test "flags" at adjusted p <= 0.05, and either flag is "contaminated"
+(the summary's ``both`` key of the runs without ``--exposure`` is that verdict's share; its name is
+from the rule before issue 33, which needed both). The scoring runs through ``lm_eval.simple_evaluate`` (the
 harness's Python entry point; this checkout's task configs only, which a local file needs).
 
     OMP_NUM_THREADS=1 python benchmarks/contamination_controls.py --workdir /tmp/contamination-controls \\
@@ -94,7 +96,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from standard_tasks_support import arc_rows, gsm8k_rows  # noqa: E402
 
 from pdd_metrics.codec import codec_pvalue  # noqa: E402
-from pdd_metrics.verdict import ALPHA, decide  # noqa: E402
+from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE, codec_calibrated_pvalue, decide  # noqa: E402
 
 
 #: shape -> (the stock task it stands for, its templated row maker, the seed of the file tuned on)
@@ -520,6 +522,11 @@ def _rate(results: list[dict], key: str) -> float | None:
     return sum(r[key] <= ALPHA for r in results) / len(results) if results else None
 
 
+def _without_workdir(argv: list[str]) -> list[str]:
+    """``argv`` less ``--workdir`` and its value."""
+    return [arg for i, arg in enumerate(argv) if arg != "--workdir" and (i == 0 or argv[i - 1] != "--workdir")]
+
+
 def exposure_summary(found: dict, args, seconds: float, load: list) -> dict:
     """Per shape: the untuned model's scores on untouched files, and per number of epochs the tuned
     models' on the file tuned on and on unseen files of the shape; each test's rejection rate (p <=
@@ -549,7 +556,7 @@ def exposure_summary(found: dict, args, seconds: float, load: list) -> dict:
         }
     return {
         "what": "the contamination tests on benchmark-shaped files seen as one exposure (issue 33)",
-        "command": command_line(),
+        "command": " ".join(["python", "benchmarks/contamination_controls.py", *_without_workdir(sys.argv[1:])]),
         "model": "SmolLM2-135M-Instruct (the default model), float32, CPU",
         "sizes": {
             "examples": args.examples,
@@ -571,11 +578,25 @@ def exposure_summary(found: dict, args, seconds: float, load: list) -> dict:
 
 
 def _cells(results: list[dict]) -> dict:
+    """Each test's scores and p-values on ``results``' files, and how many each rejects alone: CoDeC
+    against 1/2 (``codec_rejects``) and against the verdict's calibrated null
+    (``codec_calibrated_rejects``, :data:`pdd_metrics.verdict.CODEC_NULL_SCORE`), and the verdicts
+    of one-file tables (:func:`pdd_metrics.verdict.decide`)."""
+    drops = [(round(r["codec_score"] * r["codec_examples"]), r["codec_examples"]) for r in results]
+    calibrated = [codec_calibrated_pvalue(*d) for d in drops]
+    verdicts = [
+        decide({"codec": d, "exchangeability": r["exchangeability_pvalue"]}).verdict
+        for d, r in zip(drops, results, strict=True)
+    ]
     return {
         "files": len(results),
         "codec_scores": [round(r["codec_score"], 3) for r in results],
         "codec_pvalues": [float(f"{r['codec_pvalue']:.3g}") for r in results],
         "codec_rejects": _rate(results, "codec_pvalue"),
+        "codec_null": CODEC_NULL_SCORE,
+        "codec_calibrated_pvalues": [float(f"{p:.3g}") for p in calibrated],
+        "codec_calibrated_rejects": sum(p <= ALPHA for p in calibrated) / len(results) if results else None,
+        "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
         "exchangeability_pvalues": [float(f"{r['exchangeability_pvalue']:.3g}") for r in results],
         "exchangeability_rejects": _rate(results, "exchangeability_pvalue"),
     }
@@ -585,17 +606,19 @@ def exposure_markdown(summary_: dict) -> str:
     """One row per shape and model: CoDeC's scores and the exchangeability p-values on each file, and
     how many files each test rejects alone (p <= alpha)."""
     lines = [
-        "| shape (examples), exposure | model (optimizer steps) | data | CoDeC scores | CoDeC p <= 0.05 | "
-        "exchangeability p | exchangeability p <= 0.05 |",
-        "|---|---|---|---|---|---|---|",
+        "| shape (examples), exposure | model (optimizer steps) | data | CoDeC scores | CoDeC p <= 0.05: "
+        f"null 1/2, null {CODEC_NULL_SCORE:g} | exchangeability p | exchangeability p <= 0.05 | verdicts |",
+        "|---|---|---|---|---|---|---|---|",
     ]
 
     def row(label, model, data, cells):
         n = cells["files"]
         return (
             f"| {label} | {model} | {data} | {', '.join(f'{v:.3f}' for v in cells['codec_scores'])} | "
-            f"{round(cells['codec_rejects'] * n)}/{n} | {', '.join(f'{v:.2g}' for v in cells['exchangeability_pvalues'])} | "
-            f"{round(cells['exchangeability_rejects'] * n)}/{n} |"
+            f"{round(cells['codec_rejects'] * n)}/{n}, {round(cells['codec_calibrated_rejects'] * n)}/{n} | "
+            f"{', '.join(f'{v:.2g}' for v in cells['exchangeability_pvalues'])} | "
+            f"{round(cells['exchangeability_rejects'] * n)}/{n} | "
+            f"{', '.join(f'{k} {v}' for k, v in cells['verdicts'].items())} |"
         )
 
     for found in summary_["shapes"].values():
@@ -727,7 +750,15 @@ def main() -> int:
     if args.table_from:
         document = json.loads(args.table_from.read_text())
         if "exposure" in json.dumps(document["summary"].get("what", "")):
-            print(exposure_markdown(document["summary"]))
+            # the summary again from every file's numbers (with this checkout's CODEC_NULL_SCORE)
+            summary_ = document["summary"] | exposure_summary(document["runs"], args, 0, None)
+            summary_ |= {
+                key: document["summary"][key] for key in ("command", "minutes", "load_average", "sizes", "machine")
+            }
+            if args.package_data:  # beside the other controls the verdict reads
+                package = json.loads(args.package_data.read_text()) if args.package_data.is_file() else {}
+                args.package_data.write_text(json.dumps(package | {"exposure_controls": summary_}, indent=1) + "\n")
+            print(exposure_markdown(summary_))
         else:
             print(markdown(document["runs"]))
         return 0

@@ -18,15 +18,33 @@ names what was detected (:data:`DETECTS`).
 
 **CoDeC's null is calibrated, not 1/2.** The paper reads a score above about 0.8 as a red flag and
 finds unseen data mostly below 0.5-0.6; a binomial test against 1/2 (the rule before issue 33) does
-not hold its level on data the model has seen *the kind of*: a model tuned on a benchmark's train
-split scores its unseen test split far above 1/2 (the issue: 0.896 on 48 unseen templated questions;
-at the default 1,000 examples even 0.56 gives p < 1e-3). CoDeC's p-value here is the one-sided exact
-binomial test against :data:`CODEC_NULL_SCORE`, the highest CoDeC score measured on unseen
-benchmark-shaped files, including the in-distribution case (the default model tuned on a file of a
-shape, scored on other files of that shape it never saw): where a benchmark's true score is at most
-that, the test holds its level at any number of examples. Measured with the default model
-(SmolLM2-135M-Instruct) on ARC-shaped files of 48 examples, 3 tuning seeds, each example its own
-sequence (``benchmarks/contamination_controls.py --exposure examples``): see :data:`CODEC_NULL_SCORE`.
+not hold its level on data the model has seen *the kind of*. Measured with the default model
+(SmolLM2-135M-Instruct, float32), each example its own training sequence, 12 optimizer steps
+(``benchmarks/contamination_controls.py --exposure examples``; docs/dataset-tests.md, "Each kind of
+exposure"), ARC-shaped files of 48 questions built from real sentences, 3 tuning seeds:
+
+====================================================  =======================  =================
+data, model                                           CoDeC score              p against 1/2
+====================================================  =======================  =================
+untouched files, untuned model                        0.000, 0.021, SEED2_UNTUNED    1.0
+the file tuned on, tuned model                        0.979, 0.979, SEED2_FILE    1.7e-13
+unseen files of the same shape, tuned model           0.833, 0.812, SEED2_UNSEEN    1.7e-06 to 7.6e-06
+unseen templated ARC-shaped questions (issue 33)      0.896 [0.778, 0.955]     6.8e-9
+====================================================  =======================  =================
+
+Against 1/2, every unseen file of the shape is "contaminated" (a model tuned on a benchmark's train
+split would flag its test split). :data:`CODEC_NULL_SCORE` is therefore the upper end of the 95%
+Wilson interval of the highest score measured on unseen data of a kind the model was tuned on
+(43 of 48 in the issue's templated case: 0.955), rounded up to 0.96: the measured unseen scores are
+estimates from 48 examples, and the null must bound their true rate, not their estimate, for the
+test to hold its level at the default 1,000 examples, where sampling noise no longer hides a null
+that is too low (0.56 against 1/2 is p < 1e-3 there). Its price: at 48 examples CoDeC alone cannot
+call a file contaminated (48 of 48 is p = 0.14 against 0.96), and the tuned files above read
+"inconclusive", as the issue asks of a file CoDeC cannot separate from unseen data of its kind (1.000
+vs 0.896 there); at 1,000 examples a score of at least 0.973 rejects in a one-task table (Holm's
+alpha/2), which a file scoring 0.979 in truth reaches with probability 0.92 (binomial). A null
+measured on one model, one shape and one exposure level is a floor for other models and heavier
+exposure, not a proof; docs/dataset-tests.md lists what was not measured.
 
 Where CoDeC's score is significantly above 1/2 (Holm over the table's CoDeC tests) but not above the
 calibrated null, the verdict is **"inconclusive"**: the model has seen this benchmark or data of
@@ -69,10 +87,10 @@ __all__ = [
 #: The family-wise error rate of the verdict's tests (over every test of every task of a table).
 ALPHA = 0.05
 
-#: CoDeC's calibrated null: the highest CoDeC score measured on unseen benchmark-shaped data
-#: (untuned model on untouched files, and the in-distribution case: models tuned example by example
-#: on a file of the shape, scored on other files of the shape). Its measurement: module docstring.
-CODEC_NULL_SCORE = 0.5
+#: CoDeC's calibrated null: the upper end of the 95% Wilson interval of the highest CoDeC score
+#: measured on unseen data of a kind the model was tuned on (43 of 48: 0.955), rounded up. Its
+#: measurement and the argument: module docstring.
+CODEC_NULL_SCORE = 0.96
 
 #: The verdict's tests, in the order the table shows them.
 TESTS = ("codec", "exchangeability")
@@ -146,7 +164,7 @@ def decide_table(
     "exchangeability": p-value or None}``. Holm's correction runs over every p-value of the table
     (both tests of every task); a second one over the CoDeC tests against 1/2 decides "inconclusive".
 
-    >>> found = decide_table({"a": {"codec": (40, 40), "exchangeability": 0.6}, "b": {"codec": (20, 40), "exchangeability": 0.001}})
+    >>> found = decide_table({"a": {"codec": (990, 1000), "exchangeability": 0.6}, "b": {"codec": (20, 40), "exchangeability": 0.001}})
     >>> found["a"].verdict, found["a"].detected, found["b"].verdict, found["b"].detected
     ('contaminated', ['seen example by example'], 'contaminated', ['seen in its published order'])
     """
@@ -162,8 +180,7 @@ def decide_table(
             half[task] = codec_calibrated_pvalue(drops, examples, 0.5)
         if tests.get("exchangeability") is not None:
             p_values[task, "exchangeability"] = float(tests["exchangeability"])
-    adjusted = dict(zip(p_values, (float(p) for p in holm_adjusted(list(p_values.values()))), strict=True))
-    half_adjusted = dict(zip(half, (float(p) for p in holm_adjusted(list(half.values()))), strict=True))
+    adjusted, half_adjusted = _holm(p_values), _holm(half)
     decisions = {}
     for task in tasks:
         raw = {test: p_values.get((task, test)) for test in TESTS}
@@ -173,6 +190,13 @@ def decide_table(
         like_its_kind = kind is not None and kind <= alpha
         decisions[task] = Decision(raw, adj, flags, kind, verdict_of(flags, like_its_kind))
     return decisions
+
+
+def _holm(p_values: dict) -> dict:
+    """``p_values`` Holm-adjusted as one family (keys kept; none: none)."""
+    if not p_values:
+        return {}
+    return dict(zip(p_values, (float(p) for p in holm_adjusted(list(p_values.values()))), strict=True))
 
 
 def decide(tests: Mapping[str, object], alpha: float = ALPHA, codec_null: float = CODEC_NULL_SCORE) -> Decision:

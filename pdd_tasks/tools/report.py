@@ -424,7 +424,7 @@ def controls_line(controls: dict | None, shape: str | None) -> str:
         parts.append(
             f"seen in its published order ({SHAPE_LABELS.get(name, name)} files of "
             f"{(found.get('sizes') or controls['sizes'])['examples']} examples packed in blocks of 8): the "
-            f"exchangeability test flagged {_share(level['exchangeability'], files)} untouched files and detected the "
+            f"exchangeability test called {_share(level['exchangeability'], files)} untouched files contaminated and detected the "
             f"models tuned {'/'.join(epochs)} epoch(s) ({'/'.join(steps)} optimizer steps): {power} (one model each; "
             f"`{command_of(controls, name)}`)"
         )
@@ -442,8 +442,8 @@ def controls_line(controls: dict | None, shape: str | None) -> str:
         )
         parts.append(
             f"seen example by example ({SHAPE_LABELS.get(name, name)} files of {exposures['sizes']['examples']} "
-            f"examples): CoDeC against its calibrated null ({CODEC_NULL_SCORE:g}) flagged "
-            f"{_share(untuned['codec_calibrated_rejects'], untuned['files'])} untouched files, and with the models "
+            f"examples): CoDeC against its calibrated null ({CODEC_NULL_SCORE:g}) called "
+            f"{_share(untuned['codec_calibrated_rejects'], untuned['files'])} untouched files contaminated, and with the models "
             f"tuned on each file ({exposures['sizes']['tuning_seeds']} seeds) {tuned} (`{exposures['command']}`)"
         )
     if shape and shape not in measured:
@@ -505,8 +505,8 @@ def _verdict_text(task: str, decision, shape: str | None, controls: dict | None)
         "contaminated": f"contaminated: {' and '.join(decision.detected)} ({rejecting} "
         f"{'reject' if ' and ' in rejecting else 'rejects'} at {ALPHA} after Holm's correction over the table; {tests})",
         "inconclusive": f"inconclusive: CoDeC's score is above 1/2 (the model has seen this benchmark or data of its "
-        f"kind and format; Holm-adjusted p {decision.codec_half_adjusted:.3g}) but not above {CODEC_NULL_SCORE:g}, the "
-        f"highest score measured on unseen data of a kind the model was tuned on, so CoDeC cannot tell which ({tests})",
+        f"kind and format; Holm-adjusted p {decision.codec_half_adjusted:.3g}) but not above {CODEC_NULL_SCORE:g}, what "
+        f"unseen data of a kind the model was tuned on scored in the controls, so CoDeC cannot tell which ({tests})",
         "not detected": f"not detected: no test rejects at {ALPHA} after Holm's correction over the table ({tests}); "
         "that is no evidence of a clean benchmark, given the power below",
         "no verdict": f'no verdict: it needs both CoDeC and the exchangeability test to say "not detected" ({missing} '
@@ -592,9 +592,9 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
         f"Holm's correction across the {count} p-value(s) of this table (every task's CoDeC and exchangeability "
         "test; family-wise error rate). Either test can call a task contaminated: CoDeC detects a benchmark seen "
         "example by example, the exchangeability test one seen in its published order. CoDeC's p-value is the "
-        f"one-sided binomial test of its score against {CODEC_NULL_SCORE:g}, the highest score measured on unseen "
-        "data of a benchmark's shape (with models tuned on data of that shape), not against 1/2: a model that has "
-        "seen data of a benchmark's kind scores its unseen examples above 1/2 (docs/dataset-tests.md)."
+        f"one-sided binomial test of its score against {CODEC_NULL_SCORE:g} (the upper 95% bound of the highest "
+        "score measured on unseen data of a kind the model was tuned on), not against 1/2: a model that has seen "
+        "data of a benchmark's kind scores its unseen examples far above 1/2 (docs/dataset-tests.md)."
     ]
     return ContaminationChecks(header, rows, verdicts, notes)
 
