@@ -434,10 +434,11 @@ def controls_line(controls: dict | None, shape: str | None) -> str:
         found = measured[name]
         untuned = found["untuned"]
         tuned = ", ".join(
-            f"after {'/'.join(map(str, sorted(set(cells['optimizer_steps']))))} optimizer steps "
-            f"{_share(cells['file']['codec_calibrated_rejects'], cells['file']['files'])} tuned files detected and "
-            f"{_share(cells['unseen']['codec_calibrated_rejects'], cells['unseen']['files'])} unseen files of the "
-            "shape flagged"
+            f"after {'/'.join(map(str, sorted(set(cells['optimizer_steps']))))} optimizer steps the tuned files scored "
+            f"{'/'.join(f'{v:.3f}' for v in cells['file']['codec_scores'])} "
+            f"({_share(cells['file']['codec_calibrated_rejects'], cells['file']['files'])} detected at this size) and "
+            f"unseen files of the shape {'/'.join(f'{v:.3f}' for v in cells['unseen']['codec_scores'])} "
+            f"({_share(cells['unseen']['codec_calibrated_rejects'], cells['unseen']['files'])} flagged)"
             for cells in found["tuned"].values()
         )
         parts.append(
