@@ -514,7 +514,8 @@ def exposure_controls(harness: Harness, base, shape: str, make, args) -> dict:
             run["tuned"][str(epochs)] = tested
             print(shape, args.exposure, tuning_seed, "tuned", epochs, tested, file=sys.stderr, flush=True)
         runs.append(run)
-    return {"exposure": args.exposure, "runs": runs}
+    command = " ".join(["python", "benchmarks/contamination_controls.py", *_without_workdir(sys.argv[1:])])
+    return {"exposure": args.exposure, "command": command, "runs": runs}
 
 
 def _rate(results: list[dict], key: str) -> float | None:
@@ -550,6 +551,7 @@ def exposure_summary(found: dict, args, seconds: float, load: list) -> dict:
         shapes[shape] = {
             "like": SHAPES[shape][0],
             "exposure": entry["exposure"],
+            "command": entry.get("command"),
             "untuned": _cells(untuned),
             "tuned": tuned,
             "highest_unseen_codec_score": max(unseen_scores) if unseen_scores else None,
@@ -740,7 +742,11 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write every number here")
     parser.add_argument("--package-data", type=Path, help="write the verdict's summary here")
     parser.add_argument("--merge", type=Path, help="add the shapes of this --json file to --json and --package-data")
-    parser.add_argument("--table-from", type=Path, help="only print the Markdown table of this --json file")
+    parser.add_argument(
+        "--table-from", type=Path, nargs="+",
+        help="only print the Markdown table of this --json file (exposure controls: of these files' shapes together, "
+        "written to --json and, under exposure_controls, to --package-data where given)",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.merge:
         document = merged(json.loads(args.json.read_text()), json.loads(args.merge.read_text()), both_diverse=True)
@@ -748,13 +754,23 @@ def main() -> int:
         print(markdown(document["runs"]))
         return 0
     if args.table_from:
-        document = json.loads(args.table_from.read_text())
+        documents = [json.loads(path.read_text()) for path in args.table_from]
+        document = documents[0]
         if "exposure" in json.dumps(document["summary"].get("what", "")):
-            # the summary again from every file's numbers (with this checkout's CODEC_NULL_SCORE)
-            summary_ = document["summary"] | exposure_summary(document["runs"], args, 0, None)
+            # the shapes of every file as one document, the summary again from every file's numbers (with
+            # this checkout's CODEC_NULL_SCORE); each shape keeps the command of its run
+            runs = {}
+            for each in documents:
+                for shape, entry in each["runs"].items():
+                    runs[shape] = {"command": each["summary"]["command"]} | entry
+            summary_ = document["summary"] | exposure_summary(runs, args, 0, None)
             summary_ |= {
                 key: document["summary"][key] for key in ("command", "minutes", "load_average", "sizes", "machine")
             }
+            if len(documents) > 1:
+                summary_["command"] = " && ".join(each["summary"]["command"] for each in documents)
+            if args.json:
+                args.json.write_text(json.dumps({"summary": summary_, "runs": runs}, indent=1) + "\n")
             if args.package_data:  # beside the other controls the verdict reads
                 package = json.loads(args.package_data.read_text()) if args.package_data.is_file() else {}
                 args.package_data.write_text(json.dumps(package | {"exposure_controls": summary_}, indent=1) + "\n")

@@ -445,7 +445,7 @@ def controls_line(controls: dict | None, shape: str | None) -> str:
             f"seen example by example ({SHAPE_LABELS.get(name, name)} files of {exposures['sizes']['examples']} "
             f"examples): CoDeC against its calibrated null ({CODEC_NULL_SCORE:g}) called "
             f"{_share(untuned['codec_calibrated_rejects'], untuned['files'])} untouched files contaminated, and with the models "
-            f"tuned on each file ({exposures['sizes']['tuning_seeds']} seeds) {tuned} (`{exposures['command']}`)"
+            f"tuned on each file ({exposures['sizes']['tuning_seeds']} seeds) {tuned} (`{found.get('command') or exposures['command']}`)"
         )
     if shape and shape not in measured:
         parts.append(f"CoDeC on {SHAPE_LABELS.get(shape, shape)} files seen example by example: not measured")
