@@ -21,29 +21,31 @@ finds unseen data mostly below 0.5-0.6; a binomial test against 1/2 (the rule be
 not hold its level on data the model has seen *the kind of*. Measured with the default model
 (SmolLM2-135M-Instruct, float32), each example its own training sequence, 12 optimizer steps
 (``benchmarks/contamination_controls.py --exposure examples``; docs/dataset-tests.md, "Each kind of
-exposure"), ARC-shaped files of 48 questions built from real sentences, 3 tuning seeds:
+exposure"), files of 48 rows built from real sentences, 3 tuning seeds per shape:
 
-- untouched files, the untuned model: 0.000, 0.021, 0.021 (p against 1/2: 1.0);
-- the file tuned on, the tuned models: 0.979, 0.979, 0.958 (p = 1.7e-13, 1.7e-13, 4.2e-12);
-- unseen files of the same shape, the tuned models: 0.833, 0.812, 0.792 (p = 1.7e-06 to 3.1e-05);
-- besides, one GSM8K-shaped seed (free answer, 16 words): 0.000 untuned, 1.000 on the file, 0.854 on
-  an unseen file; and issue 33's templated ARC-shaped questions (not rerun here): 1.000 on the file,
-  0.896 [0.778, 0.955] on 48 unseen ones.
+- untouched files, the untuned model: ARC-shaped 0.000, 0.021, 0.021; GSM8K-shaped 0.000, 0.000,
+  0.000 (p against 1/2: 1.0);
+- the file tuned on, the tuned models: ARC-shaped 0.979, 0.979, 0.958; GSM8K-shaped 1.000, 0.979,
+  1.000 (p against 1/2 at most 4.2e-12);
+- unseen files of the same shape, the tuned models: ARC-shaped 0.833, 0.812, 0.792; GSM8K-shaped
+  0.854, 0.854, 0.917 (p against 1/2 from 7.6e-10 to 3.1e-05);
+- besides, issue 33's templated ARC-shaped questions (not rerun here): 1.000 on the file, 0.896
+  [0.778, 0.955] on 48 unseen ones.
 
 Against 1/2, every unseen file of the shape is "contaminated" (a model tuned on a benchmark's train
 split would flag its test split). :data:`CODEC_NULL_SCORE` is therefore the upper end of the 95%
-Wilson interval of the highest score measured on unseen data of a kind the model was tuned on
-(43 of 48 in the issue's templated case: 0.955), rounded up to 0.96: the measured unseen scores are
+Wilson interval of the highest score measured on unseen data of a kind the model was tuned on (44 of
+48 GSM8K-shaped rows: 0.917 [0.805, 0.967]), rounded up to 0.97: the measured unseen scores are
 estimates from 48 examples, and the null must bound their true rate, not their estimate, for the
 test to hold its level at the default 1,000 examples, where sampling noise no longer hides a null
 that is too low (0.56 against 1/2 is p < 1e-3 there). Its price: at 48 examples CoDeC alone cannot
-call a file contaminated (48 of 48 is p = 0.14 against 0.96), and the tuned files above read
+call a file contaminated (48 of 48 is p = 0.23 against 0.97), so the tuned files above read
 "inconclusive", as the issue asks of a file CoDeC cannot separate from unseen data of its kind (1.000
-vs 0.896 there); at 1,000 examples a score of at least 0.973 rejects in a one-task table (Holm's
-alpha/2), which a file scoring 0.979 in truth reaches with probability 0.92 (binomial) and one at
-0.958, like the third tuned file, does not (it is below the null). A null
-measured on one model, one shape and one exposure level is a floor for other models and heavier
-exposure, not a proof; docs/dataset-tests.md lists what was not measured.
+vs 0.896 there); at 1,000 examples a score of at least 0.981 rejects in a one-task table (Holm's
+alpha/2), which a file scoring 0.99 in truth reaches with probability 0.997 (binomial), one at 0.979
+(the median tuned file above) with 0.38. A null measured on one model, two shapes and one exposure
+level is a floor for other models and heavier exposure, not a proof; docs/dataset-tests.md lists
+what was not measured.
 
 Where CoDeC's score is significantly above 1/2 (Holm over the table's CoDeC tests) but not above the
 calibrated null, the verdict is **"inconclusive"**: the model has seen this benchmark or data of
@@ -87,9 +89,9 @@ __all__ = [
 ALPHA = 0.05
 
 #: CoDeC's calibrated null: the upper end of the 95% Wilson interval of the highest CoDeC score
-#: measured on unseen data of a kind the model was tuned on (43 of 48: 0.955), rounded up. Its
+#: measured on unseen data of a kind the model was tuned on (44 of 48: 0.967), rounded up. Its
 #: measurement and the argument: module docstring.
-CODEC_NULL_SCORE = 0.96
+CODEC_NULL_SCORE = 0.97
 
 #: The verdict's tests, in the order the table shows them.
 TESTS = ("codec", "exchangeability")

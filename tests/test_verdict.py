@@ -71,10 +71,11 @@ def test_codec_is_tested_against_its_calibrated_null_not_one_half():
         codec_calibrated_pvalue(3, 4, 1.0)
 
 
-# measured (module docstring of pdd_metrics.verdict): CoDeC drops of 48 and the exchangeability p-value
-UNTUNED = [(0, 0.207), (1, 0.705), (1, 0.163)]  # untouched files, untuned model
-TUNED_FILE = [(47, 0.345), (47, 0.223), (46, 0.250)]  # the file tuned on, example by example, 12 steps
-UNSEEN_SAME_SHAPE = [(40, 0.903), (39, 0.715), (38, 0.661)]  # unseen files of the shape, the tuned model
+# measured (module docstring of pdd_metrics.verdict): CoDeC drops of 48 and the exchangeability p-value,
+# ARC-shaped then GSM8K-shaped files
+UNTUNED = [(0, 0.207), (1, 0.705), (1, 0.163), (0, 0.979), (0, 0.772)]  # untouched files, untuned model
+TUNED_FILE = [(47, 0.345), (47, 0.223), (46, 0.250), (48, 0.976), (47, 0.291), (48, 0.383)]  # 12 steps
+UNSEEN_SAME_SHAPE = [(40, 0.903), (39, 0.715), (38, 0.661), (41, 0.825), (41, 0.904), (44, 0.061)]
 
 
 @pytest.mark.parametrize("drops, p_exchangeability", UNSEEN_SAME_SHAPE)
@@ -90,20 +91,27 @@ def test_measured_unseen_files_of_the_kind_tuned_on_are_not_called_contaminated(
 
 @pytest.mark.parametrize("drops, p_exchangeability", TUNED_FILE)
 def test_measured_tuned_files_need_more_examples_than_48_for_codec_alone(drops, p_exchangeability):
-    # at 48 examples the file cannot be told from unseen data of its kind under the calibrated null ...
+    # at 48 examples the file cannot be told from unseen data of its kind under the calibrated null
     assert decide({"codec": (drops, 48), "exchangeability": p_exchangeability}).verdict == "inconclusive"
-    # ... at 1,000 examples scoring the same, CoDeC alone calls it contaminated, seen example by example,
-    # where the score is above the null by more than the noise (0.979); at 0.958, below the null, not
-    decision = decide({"codec": (round(drops / 48 * 1000), 1000), "exchangeability": p_exchangeability})
-    if drops == 47:
-        assert decision.verdict == "contaminated" and decision.detected == ["seen example by example"]
-    else:
-        assert decision.verdict == "inconclusive" and drops / 48 < CODEC_NULL_SCORE
+
+
+def test_at_1000_examples_codec_alone_detects_a_score_clearly_above_the_null():
+    decision = decide({"codec": (990, 1000), "exchangeability": 0.5})
+    assert decision.verdict == "contaminated" and decision.detected == ["seen example by example"]
+    # the median tuned file's 0.979 is within the null's noise at 1,000 (p = 0.052): not alone
+    assert decide({"codec": (979, 1000), "exchangeability": 0.5}).verdict == "inconclusive"
 
 
 @pytest.mark.parametrize("drops, p_exchangeability", UNTUNED)
 def test_measured_untouched_files_are_not_detected(drops, p_exchangeability):
     assert decide({"codec": (drops, 48), "exchangeability": p_exchangeability}).verdict == "not detected"
+
+
+def test_the_measured_exchangeability_false_positive_is_called_contaminated():
+    # an untouched GSM8K-shaped file (untuned model, 8 shards x 2 permutations) gave p = 0.0012: the
+    # verdict that fires on either test calls it "seen in its published order" (docs/dataset-tests.md)
+    decision = decide({"codec": (0, 48), "exchangeability": 0.0012})
+    assert decision.verdict == "contaminated" and decision.detected == ["seen in its published order"]
 
 
 def test_doctests():
@@ -173,7 +181,10 @@ def test_the_table_fires_on_either_test_names_what_it_detected_and_cites_the_con
     ]
     assert f"({'/'.join(steps)} optimizer steps)" in lines["arc_easy"]
     exposures = controls["exposure_controls"]
-    assert exposures["command"] in lines["arc_easy"] and "seen example by example (multiple-choice" in lines["arc_easy"]
+    command = exposures["shapes"]["multiple_choice"]["command"]
+    assert "--shapes multiple_choice" in command and command in lines["arc_easy"]
+    assert exposures["shapes"]["free_answer"]["command"] not in lines["arc_easy"]
+    assert "seen example by example (multiple-choice" in lines["arc_easy"]
     assert f"calibrated null ({CODEC_NULL_SCORE:g})" in lines["arc_easy"]
     assert f"null {CODEC_NULL_SCORE:g}" in checks.header[3] and "not against 1/2" in checks.notes[0]
 
