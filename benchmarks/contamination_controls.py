@@ -40,11 +40,26 @@ shared data's pile-test-sample: 17 domains, from code to e-mail), each cut to ``
 words: how often its binomial p-value rejects alone, and at the alpha/2 the rule asks of it where the
 exchangeability test does not reject.
 
-The decision rules are the verdict's (``lm-eval-pdd table``; :mod:`pdd_metrics.verdict`):
+**Exposure controls** (``--exposure ordered|shuffled|examples``, issue 33): instead of the runs above,
+per shape and per tuning seed (``--tuning-seeds``; seed s draws its own file of ``--examples`` rows and
+its own batch order), the untuned model on the file (the level on untouched data), then the model
+tuned on the file as ``--exposure`` says (:func:`pdd_tasks.tools.make_ordered.training_texts`: each
+example its own training text, or blocks of 8 in the file's or a random order; ``--train-batch``
+training texts a step, the models of ``--epochs`` in one sequence as above) on the file and on
+``--unseen-files`` other files of the same shape it never saw (the in-distribution case: a model
+tuned on a benchmark's train split, checked on its test split): both tests on each. ``--json`` then
+holds ``{"summary", "runs"}`` of this mode (``--table-from`` prints its table); the summary has,
+per shape, each test's rejection rate at alpha = 0.05 alone and the scores, the highest CoDeC
+score measured on unseen data of the shape included (what :mod:`pdd_metrics.verdict` calibrates
+CoDeC's null with).
+
+The decision rules are the verdict's (``lm-eval-pdd table``; :func:`pdd_metrics.verdict.decide`):
 each test's p-value (exchangeability: Oren et al.'s t-test; CoDeC: the one-sided binomial test of
-"at most half the examples lose confidence in context", :func:`pdd_metrics.codec.codec_pvalue`),
-Holm-adjusted over the two tests of the file, each test "flags" at adjusted p <= 0.05, and
-"evidence of contamination" needs both. The scoring runs through ``lm_eval.simple_evaluate`` (the
+its score against the calibrated null, :func:`pdd_metrics.verdict.codec_calibrated_pvalue`; the
+test against 1/2, :func:`pdd_metrics.codec.codec_pvalue`, is recorded too), Holm-adjusted over the
+two tests of the file, each test "flags" at adjusted p <= 0.05, and either flag is "contaminated"
+(the summary's ``both`` key of the runs without ``--exposure`` is that verdict's share; its name is
+from the rule before issue 33, which needed both). The scoring runs through ``lm_eval.simple_evaluate`` (the
 harness's Python entry point; this checkout's task configs only, which a local file needs).
 
     OMP_NUM_THREADS=1 python benchmarks/contamination_controls.py --workdir /tmp/contamination-controls \\
@@ -81,7 +96,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from standard_tasks_support import arc_rows, gsm8k_rows  # noqa: E402
 
 from pdd_metrics.codec import codec_pvalue  # noqa: E402
-from pdd_metrics.verdict import ALPHA, decide  # noqa: E402
+from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE, codec_calibrated_pvalue, decide  # noqa: E402
 
 
 #: shape -> (the stock task it stands for, its templated row maker, the seed of the file tuned on)
@@ -268,7 +283,8 @@ def dataset_tests(harness: Harness, model, data: Path, args, codec: bool = True,
             "codec_pvalue": codec_pvalue(round(score * n), n),
         }
     if codec and exchangeability:
-        decision = decide({"codec": out["codec_pvalue"], "exchangeability": out["exchangeability_pvalue"]})
+        codec = (round(out["codec_score"] * out["codec_examples"]), out["codec_examples"])
+        decision = decide({"codec": codec, "exchangeability": out["exchangeability_pvalue"]})
         out |= {"flags": decision.flags, "verdict": decision.verdict}
     return out
 
@@ -455,6 +471,168 @@ def markdown(found: dict) -> str:
     return "\n".join(lines)
 
 
+def exposure_controls(harness: Harness, base, shape: str, make, args) -> dict:
+    """The exposure controls of ``shape`` (module docstring): per tuning seed, the untuned model on its
+    file, and after each of ``args.epochs`` the tuned model on the file and on ``args.unseen_files``
+    unseen files of the shape. Writes nothing but the models under ``args.workdir``."""
+    from pdd_tasks.tools.make_controlled import TuningSettings
+    from pdd_tasks.tools.make_ordered import make_ordered
+
+    runs = []
+    for tuning_seed in range(args.tuning_seeds):
+        work = args.workdir / f"{shape}-{args.exposure}-s{tuning_seed}"
+        members = texts_of(shape, make, args.examples, SHAPES[shape][2] + 10 * tuning_seed)
+        data = write_texts(work / "file.jsonl", members)
+        seen = set(members)
+        unseen_files = []
+        for index in range(args.unseen_files):
+            rows = texts_of(shape, make, args.examples, 3000 + 100 * tuning_seed + index, exclude=seen)
+            seen |= set(rows)
+            unseen_files.append(write_texts(work / f"unseen-{index}.jsonl", rows))
+        run = {"tuning_seed": tuning_seed, "untuned": dataset_tests(harness, base, data, args), "tuned": {}}
+        print(shape, args.exposure, tuning_seed, "untuned", run["untuned"], file=sys.stderr, flush=True)
+        previous, tuned_from, steps = 0, base, 0
+        for epochs in sorted(args.epochs):
+            directory = work / f"tuned-e{epochs}"
+            if not (directory / "manifest.json").exists():  # the model of `previous` epochs, tuned on
+                settings = TuningSettings(
+                    epochs=epochs - previous,
+                    learning_rate=args.learning_rate,
+                    batch_size=args.train_batch,
+                    max_tokens=1024,
+                    seed=1000 * tuning_seed + epochs,
+                )
+                make_ordered(directory, tuned_from, source=str(data), text_field="text", examples=args.examples,
+                             settings=settings, progress=False, exposure=args.exposure)  # fmt: skip
+            model = directory / "model"
+            previous, tuned_from = epochs, model
+            training = json.loads((directory / "manifest.json").read_text())["training"]
+            steps += training["steps"]
+            tested = dataset_tests(harness, model, data, args)
+            tested["unseen"] = [dataset_tests(harness, model, file, args) for file in unseen_files]
+            tested["training"] = training | {"steps_in_all": steps}
+            run["tuned"][str(epochs)] = tested
+            print(shape, args.exposure, tuning_seed, "tuned", epochs, tested, file=sys.stderr, flush=True)
+        runs.append(run)
+    command = " ".join(["python", "benchmarks/contamination_controls.py", *_without_workdir(sys.argv[1:])])
+    return {"exposure": args.exposure, "command": command, "runs": runs}
+
+
+def _rate(results: list[dict], key: str) -> float | None:
+    """The share of ``results`` whose ``key`` p-value is at most alpha (None: none)."""
+    return sum(r[key] <= ALPHA for r in results) / len(results) if results else None
+
+
+def _without_workdir(argv: list[str]) -> list[str]:
+    """``argv`` less ``--workdir`` and its value."""
+    return [arg for i, arg in enumerate(argv) if arg != "--workdir" and (i == 0 or argv[i - 1] != "--workdir")]
+
+
+def exposure_summary(found: dict, args, seconds: float, load: list) -> dict:
+    """Per shape: the untuned model's scores on untouched files, and per number of epochs the tuned
+    models' on the file tuned on and on unseen files of the shape; each test's rejection rate (p <=
+    alpha, alone) and the highest CoDeC score on unseen data of the shape (untuned and tuned models)."""
+    shapes = {}
+    for shape, entry in found.items():
+        runs = entry["runs"]
+        untuned = [r["untuned"] for r in runs]
+        tuned = {}
+        for epochs in sorted({e for r in runs for e in r["tuned"]}, key=int):
+            files = [r["tuned"][epochs] for r in runs if epochs in r["tuned"]]
+            unseen = [u for f in files for u in f["unseen"]]
+            tuned[epochs] = {
+                "optimizer_steps": [f["training"]["steps_in_all"] for f in files],
+                "file": _cells(files),
+                "unseen": _cells(unseen),
+            }
+        unseen_scores = [r["codec_score"] for r in untuned] + [
+            u["codec_score"] for r in runs for t in r["tuned"].values() for u in t["unseen"]
+        ]
+        shapes[shape] = {
+            "like": SHAPES[shape][0],
+            "exposure": entry["exposure"],
+            "command": entry.get("command"),
+            "untuned": _cells(untuned),
+            "tuned": tuned,
+            "highest_unseen_codec_score": max(unseen_scores) if unseen_scores else None,
+        }
+    return {
+        "what": "the contamination tests on benchmark-shaped files seen as one exposure (issue 33)",
+        "command": " ".join(["python", "benchmarks/contamination_controls.py", *_without_workdir(sys.argv[1:])]),
+        "model": "SmolLM2-135M-Instruct (the default model), float32, CPU",
+        "sizes": {
+            "examples": args.examples,
+            "tuning_seeds": args.tuning_seeds,
+            "unseen_files": args.unseen_files,
+            "epochs": args.epochs,
+            "shards": args.shards,
+            "permutations": args.permutations,
+            "train_batch": args.train_batch,
+            "learning_rate": args.learning_rate,
+            "alpha": ALPHA,
+            "rows": args.rows if args.rows == "templated" else f"sentences, first {args.words} words",
+        },
+        "machine": machine(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}"),
+        "load_average": load,
+        "minutes": round(seconds / 60, 1),
+        "shapes": shapes,
+    }
+
+
+def _cells(results: list[dict]) -> dict:
+    """Each test's scores and p-values on ``results``' files, and how many each rejects alone: CoDeC
+    against 1/2 (``codec_rejects``) and against the verdict's calibrated null
+    (``codec_calibrated_rejects``, :data:`pdd_metrics.verdict.CODEC_NULL_SCORE`), and the verdicts
+    of one-file tables (:func:`pdd_metrics.verdict.decide`)."""
+    drops = [(round(r["codec_score"] * r["codec_examples"]), r["codec_examples"]) for r in results]
+    calibrated = [codec_calibrated_pvalue(*d) for d in drops]
+    verdicts = [
+        decide({"codec": d, "exchangeability": r["exchangeability_pvalue"]}).verdict
+        for d, r in zip(drops, results, strict=True)
+    ]
+    return {
+        "files": len(results),
+        "codec_scores": [round(r["codec_score"], 3) for r in results],
+        "codec_pvalues": [float(f"{r['codec_pvalue']:.3g}") for r in results],
+        "codec_rejects": _rate(results, "codec_pvalue"),
+        "codec_null": CODEC_NULL_SCORE,
+        "codec_calibrated_pvalues": [float(f"{p:.3g}") for p in calibrated],
+        "codec_calibrated_rejects": sum(p <= ALPHA for p in calibrated) / len(results) if results else None,
+        "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
+        "exchangeability_pvalues": [float(f"{r['exchangeability_pvalue']:.3g}") for r in results],
+        "exchangeability_rejects": _rate(results, "exchangeability_pvalue"),
+    }
+
+
+def exposure_markdown(summary_: dict) -> str:
+    """One row per shape and model: CoDeC's scores and the exchangeability p-values on each file, and
+    how many files each test rejects alone (p <= alpha)."""
+    lines = [
+        "| shape (examples), exposure | model (optimizer steps) | data | CoDeC scores | CoDeC p <= 0.05: "
+        f"null 1/2, null {CODEC_NULL_SCORE:g} | exchangeability p | exchangeability p <= 0.05 | verdicts |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+
+    def row(label, model, data, cells):
+        n = cells["files"]
+        return (
+            f"| {label} | {model} | {data} | {', '.join(f'{v:.3f}' for v in cells['codec_scores'])} | "
+            f"{round(cells['codec_rejects'] * n)}/{n}, {round(cells['codec_calibrated_rejects'] * n)}/{n} | "
+            f"{', '.join(f'{v:.2g}' for v in cells['exchangeability_pvalues'])} | "
+            f"{round(cells['exchangeability_rejects'] * n)}/{n} | "
+            f"{', '.join(f'{k} {v}' for k, v in cells['verdicts'].items())} |"
+        )
+
+    for found in summary_["shapes"].values():
+        label = f"{found['like']}-shaped ({summary_['sizes']['examples']}), {found['exposure']}"
+        lines.append(row(label, "untuned", "untouched files", found["untuned"]))
+        for epochs, cells in found["tuned"].items():
+            model = f"tuned {epochs} epoch(s) ({'/'.join(map(str, sorted(set(cells['optimizer_steps']))))})"
+            lines.append(row(label, model, "the file tuned on", cells["file"]))
+            lines.append(row(label, model, "unseen files of the shape", cells["unseen"]))
+    return "\n".join(lines)
+
+
 def command_line() -> str:
     """This run's command, less ``--workdir`` and ``--shapes`` (a run of some shapes adds them to the
     files of the others: the command that reproduces the whole file names neither)."""
@@ -555,10 +733,20 @@ def main() -> int:
     )
     parser.add_argument("--diverse-words", type=int, default=64, help="each Pile document cut to this many words")
     parser.add_argument("--pile", type=Path, default=SHARED_DATA / "pile-test-sample" / "pile_test_sample.jsonl.gz")
+    parser.add_argument(
+        "--exposure", choices=["ordered", "shuffled", "examples"], default=None,
+        help="the exposure controls (issue 33): tune on each seed's file as this exposure, test it and unseen files",
+    )  # fmt: skip
+    parser.add_argument("--tuning-seeds", type=int, default=3, help="exposure controls: files and tunings per shape")
+    parser.add_argument("--unseen-files", type=int, default=1, help="exposure controls: unseen files per tuning")
     parser.add_argument("--json", type=Path, help="write every number here")
     parser.add_argument("--package-data", type=Path, help="write the verdict's summary here")
     parser.add_argument("--merge", type=Path, help="add the shapes of this --json file to --json and --package-data")
-    parser.add_argument("--table-from", type=Path, help="only print the Markdown table of this --json file")
+    parser.add_argument(
+        "--table-from", type=Path, nargs="+",
+        help="only print the Markdown table of this --json file (exposure controls: of these files' shapes together, "
+        "written to --json and, under exposure_controls, to --package-data where given)",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.merge:
         document = merged(json.loads(args.json.read_text()), json.loads(args.merge.read_text()), both_diverse=True)
@@ -566,8 +754,32 @@ def main() -> int:
         print(markdown(document["runs"]))
         return 0
     if args.table_from:
-        print(markdown(json.loads(args.table_from.read_text())["runs"]))
+        documents = [json.loads(path.read_text()) for path in args.table_from]
+        document = documents[0]
+        if "exposure" in json.dumps(document["summary"].get("what", "")):
+            # the shapes of every file as one document, the summary again from every file's numbers (with
+            # this checkout's CODEC_NULL_SCORE); each shape keeps the command of its run
+            runs = {}
+            for each in documents:
+                for shape, entry in each["runs"].items():
+                    runs[shape] = {"command": each["summary"]["command"]} | entry
+            summary_ = document["summary"] | exposure_summary(runs, args, 0, None)
+            summary_ |= {
+                key: document["summary"][key] for key in ("command", "minutes", "load_average", "sizes", "machine")
+            }
+            if len(documents) > 1:
+                summary_["command"] = " && ".join(each["summary"]["command"] for each in documents)
+            if args.json:
+                args.json.write_text(json.dumps({"summary": summary_, "runs": runs}, indent=1) + "\n")
+            if args.package_data:  # beside the other controls the verdict reads
+                package = json.loads(args.package_data.read_text()) if args.package_data.is_file() else {}
+                args.package_data.write_text(json.dumps(package | {"exposure_controls": summary_}, indent=1) + "\n")
+            print(exposure_markdown(summary_))
+        else:
+            print(markdown(document["runs"]))
         return 0
+    if args.exposure:
+        return exposure_main(args)
 
     from pdd_tasks.tools.default_model import ensure_default_model
     from pdd_tasks.tools.make_controlled import TuningSettings
@@ -636,6 +848,28 @@ def main() -> int:
         f"{data_summary['minutes']} min"
     )
     print(markdown(found))
+    return 0
+
+
+def exposure_main(args) -> int:
+    """The exposure controls (``--exposure``): every shape of ``--shapes``, written to ``--json`` after each."""
+    from pdd_tasks.tools.default_model import ensure_default_model
+
+    began, load = time.perf_counter(), [list(os.getloadavg())]
+    base = args.model or ensure_default_model()
+    harness, makers, found = Harness(args.batch_size), row_makers(args), {}
+    document = {}
+    for shape in args.shapes:
+        found[shape] = exposure_controls(harness, base, shape, makers[shape], args)
+        now = [*load, list(os.getloadavg())]
+        document = {"summary": exposure_summary(found, args, time.perf_counter() - began, now), "runs": found}
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(document, indent=1) + "\n")
+    if document:
+        print(f"machine: {document['summary']['machine']}; load average: {document['summary']['load_average']}; "
+              f"{document['summary']['minutes']} min")  # fmt: skip
+        print(exposure_markdown(document["summary"]))
     return 0
 
 

@@ -1,20 +1,65 @@
-"""The contamination verdict of a benchmark from its dataset-level tests, never from one test alone.
+"""The contamination verdict of a table of benchmarks from their dataset-level tests.
 
-The 2026 study of dataset-level methods (arXiv 2606.03305) found them right in 199 of 335 cases:
-a single test's call is wrong too often to be a verdict. Here a benchmark is called contaminated
-only where every test applied and each one rejects its null hypothesis after Holm's correction
-across all the tests read together (:func:`pdd_metrics.multiple_testing.holm_adjusted`, family-wise
-error rate ``alpha``):
+Each test sees its own kind of exposure (issue 33; the measurements: docs/dataset-tests.md,
+"Controls"):
 
-- ``"contaminated"``: every test flags it (adjusted p <= alpha);
-- ``"inconclusive"``: some test flags it, another does not;
-- ``"not detected"``: no test flags it (which is not evidence of a clean benchmark: the tests'
-  power is limited, docs/dataset-tests.md);
-- ``"no verdict"``: fewer than ``required`` tests applied.
+- **CoDeC** (Zawalski et al., ICLR 2026) sees a benchmark **seen example by example** (each example
+  its own training sequence, in random order, as the authors' notebook contaminates a model): context
+  from the same file then lowers the likelihood of most of its examples. It does not see the file
+  packed in its published order (there the in-context request resembles training more than the
+  baseline does, and the score falls);
+- **the exchangeability test** (Oren et al., ICLR 2024) sees a benchmark **seen in its published
+  order** (a copy of the file in the corpus), and not examples seen one by one in random order.
 
-The p-values are the exchangeability test's (Oren et al. 2024) and CoDeC's binomial one
-(:func:`pdd_metrics.codec.codec_pvalue`); which tests and how the verdict's level and power were
-measured: docs/dataset-tests.md ("Controls").
+So the verdict fires on either: a benchmark is called contaminated where **any** test rejects its
+null hypothesis after Holm's correction over **every test of every task of the table**
+(:func:`pdd_metrics.multiple_testing.holm_adjusted`, family-wise error rate ``alpha``), and the line
+names what was detected (:data:`DETECTS`).
+
+**CoDeC's null is calibrated, not 1/2.** The paper reads a score above about 0.8 as a red flag and
+finds unseen data mostly below 0.5-0.6; a binomial test against 1/2 (the rule before issue 33) does
+not hold its level on data the model has seen *the kind of*. Measured with the default model
+(SmolLM2-135M-Instruct, float32), each example its own training sequence, 12 optimizer steps
+(``benchmarks/contamination_controls.py --exposure examples``; docs/dataset-tests.md, "Each kind of
+exposure"), files of 48 rows built from real sentences, 3 tuning seeds per shape:
+
+- untouched files, the untuned model: ARC-shaped 0.000, 0.021, 0.021; GSM8K-shaped 0.000, 0.000,
+  0.000 (p against 1/2: 1.0);
+- the file tuned on, the tuned models: ARC-shaped 0.979, 0.979, 0.958; GSM8K-shaped 1.000, 0.979,
+  1.000 (p against 1/2 at most 4.2e-12);
+- unseen files of the same shape, the tuned models: ARC-shaped 0.833, 0.812, 0.792; GSM8K-shaped
+  0.854, 0.854, 0.917 (p against 1/2 from 7.6e-10 to 3.1e-05);
+- besides, issue 33's templated ARC-shaped questions (not rerun here): 1.000 on the file, 0.896
+  [0.778, 0.955] on 48 unseen ones.
+
+Against 1/2, every unseen file of the shape is "contaminated" (a model tuned on a benchmark's train
+split would flag its test split). :data:`CODEC_NULL_SCORE` is therefore the upper end of the 95%
+Wilson interval of the highest score measured on unseen data of a kind the model was tuned on (44 of
+48 GSM8K-shaped rows: 0.917 [0.805, 0.967]), rounded up to 0.97: the measured unseen scores are
+estimates from 48 examples, and the null must bound their true rate, not their estimate, for the
+test to hold its level at the default 1,000 examples, where sampling noise no longer hides a null
+that is too low (0.56 against 1/2 is p < 1e-3 there). Its price: at 48 examples CoDeC alone cannot
+call a file contaminated (48 of 48 is p = 0.23 against 0.97), so the tuned files above read
+"inconclusive", as the issue asks of a file CoDeC cannot separate from unseen data of its kind (1.000
+vs 0.896 there); at 1,000 examples a score of at least 0.981 rejects in a one-task table (Holm's
+alpha/2), which a file scoring 0.99 in truth reaches with probability 0.997 (binomial), one at 0.979
+(the median tuned file above) with 0.38. A null measured on one model, two shapes and one exposure
+level is a floor for other models and heavier exposure, not a proof; docs/dataset-tests.md lists
+what was not measured.
+
+Where CoDeC's score is significantly above 1/2 (Holm over the table's CoDeC tests) but not above the
+calibrated null, the verdict is **"inconclusive"**: the model has seen this benchmark or data of
+its kind and format, and CoDeC cannot tell which; only a reference of known-unseen examples of the
+same kind, scored the same way, could (not implemented: a pdd_custom-style comparison).
+
+Verdicts (:data:`VERDICTS`):
+
+- ``"contaminated"``: some test rejects after Holm's correction over the table;
+- ``"inconclusive"``: none does, but CoDeC's score is significantly above 1/2 (seen data of this kind);
+- ``"not detected"``: none does and every test applied (not evidence of a clean benchmark: the
+  tests' power is limited, docs/dataset-tests.md);
+- ``"no verdict"``: none rejects and some test did not apply (too few examples, shards longer than
+  the context): the missing test might have.
 """
 
 from __future__ import annotations
@@ -22,54 +67,143 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from scipy.stats import binom
+
 from .multiple_testing import holm_adjusted
 
 
-__all__ = ["ALPHA", "VERDICTS", "Decision", "decide", "verdict_of"]
+__all__ = [
+    "ALPHA",
+    "CODEC_NULL_SCORE",
+    "DETECTS",
+    "TESTS",
+    "VERDICTS",
+    "Decision",
+    "codec_calibrated_pvalue",
+    "decide",
+    "decide_table",
+    "verdict_of",
+]
 
-#: The family-wise error rate of the verdict's tests.
+#: The family-wise error rate of the verdict's tests (over every test of every task of a table).
 ALPHA = 0.05
+
+#: CoDeC's calibrated null: the upper end of the 95% Wilson interval of the highest CoDeC score
+#: measured on unseen data of a kind the model was tuned on (44 of 48: 0.967), rounded up. Its
+#: measurement and the argument: module docstring.
+CODEC_NULL_SCORE = 0.97
+
+#: The verdict's tests, in the order the table shows them.
+TESTS = ("codec", "exchangeability")
+
+#: What each test's rejection means: the line names it.
+DETECTS = {"codec": "seen example by example", "exchangeability": "seen in its published order"}
 
 VERDICTS = ("contaminated", "inconclusive", "not detected", "no verdict")
 
 
-def verdict_of(flags: Mapping[str, bool | None], required: int = 2) -> str:
-    """The verdict from each test's flag (True: rejects; False: does not; None: did not apply).
+def codec_calibrated_pvalue(drops: int, examples: int, null: float = CODEC_NULL_SCORE) -> float:
+    """One-sided exact binomial p-value of a CoDeC score against ``null``: P(X >= ``drops``) for X ~
+    Binomial(``examples``, ``null``), the null hypothesis that the benchmark scores no higher than
+    unseen data of its kind (:data:`CODEC_NULL_SCORE`; ``null=0.5`` gives
+    :func:`pdd_metrics.codec.codec_pvalue`).
 
-    >>> verdict_of({"codec": True, "exchangeability": True}), verdict_of({"codec": True, "exchangeability": False})
-    ('contaminated', 'inconclusive')
-    >>> verdict_of({"codec": False, "exchangeability": None})
-    'no verdict'
+    >>> codec_calibrated_pvalue(10, 10, 0.5) == 0.5**10, codec_calibrated_pvalue(0, 10)
+    (True, 1.0)
     """
-    applied = [flag for flag in flags.values() if flag is not None]
-    if len(applied) < max(required, 1) or len(applied) < len(flags):
-        return "no verdict"
-    if all(applied):
+    if isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
+        raise ValueError(f"examples must be a positive whole number, got {examples!r}")
+    if isinstance(drops, bool) or not isinstance(drops, int) or not 0 <= drops <= examples:
+        raise ValueError(f"drops must be a whole number in [0, {examples}], got {drops!r}")
+    if not 0 < null < 1:
+        raise ValueError(f"null must be in (0, 1), got {null!r}")
+    return float(binom.sf(drops - 1, examples, null))
+
+
+def verdict_of(flags: Mapping[str, bool | None], like_its_kind: bool = False) -> str:
+    """The verdict from each test's flag (True: rejects; False: does not; None: did not apply) and
+    whether CoDeC's score is significantly above 1/2 (``like_its_kind``).
+
+    >>> verdict_of({"codec": False, "exchangeability": True}), verdict_of({"codec": True, "exchangeability": None})
+    ('contaminated', 'contaminated')
+    >>> verdict_of({"codec": False, "exchangeability": None}), verdict_of({"codec": False, "exchangeability": False})
+    ('no verdict', 'not detected')
+    """
+    if any(flags.values()):
         return "contaminated"
-    return "inconclusive" if any(applied) else "not detected"
+    if like_its_kind:
+        return "inconclusive"
+    if not flags or any(flag is None for flag in flags.values()):
+        return "no verdict"
+    return "not detected"
 
 
 @dataclass(frozen=True)
 class Decision:
-    """Holm-adjusted p-values, each test's flag (None where it did not apply) and the verdict."""
+    """One task's verdict: each test's p-value (CoDeC's against :data:`CODEC_NULL_SCORE`) and its
+    Holm-adjusted value over the table (None where it did not apply), each flag, CoDeC's adjusted
+    p-value against 1/2 (``codec_half_adjusted``), the verdict and what was detected."""
 
+    p_values: dict[str, float | None]
     adjusted: dict[str, float | None]
     flags: dict[str, bool | None]
+    codec_half_adjusted: float | None
     verdict: str
 
+    @property
+    def detected(self) -> list[str]:
+        """What the rejecting tests detected (:data:`DETECTS`), in :data:`TESTS` order."""
+        return [DETECTS[test] for test in TESTS if self.flags.get(test)]
 
-def decide(p_values: Mapping[str, float | None], alpha: float = ALPHA, required: int = 2) -> Decision:
-    """Holm's correction across the p-values given (None: the test did not apply), each test's flag at
-    ``alpha``, and :func:`verdict_of`.
 
-    >>> decide({"codec": 0.01, "exchangeability": 0.04}).verdict  # adjusted 0.02, 0.04
-    'contaminated'
-    >>> decide({"codec": 0.03, "exchangeability": 0.04}).adjusted  # 2 x 0.03 = 0.06 > 0.05
-    {'codec': 0.06, 'exchangeability': 0.06}
+def decide_table(
+    tasks: Mapping[str, Mapping[str, object]],
+    alpha: float = ALPHA,
+    codec_null: float = CODEC_NULL_SCORE,
+) -> dict[str, Decision]:
+    """Every task's :class:`Decision`. ``tasks``: task -> ``{"codec": (drops, examples) or None,
+    "exchangeability": p-value or None}``. Holm's correction runs over every p-value of the table
+    (both tests of every task); a second one over the CoDeC tests against 1/2 decides "inconclusive".
+
+    >>> found = decide_table({"a": {"codec": (990, 1000), "exchangeability": 0.6}, "b": {"codec": (20, 40), "exchangeability": 0.001}})
+    >>> found["a"].verdict, found["a"].detected, found["b"].verdict, found["b"].detected
+    ('contaminated', ['seen example by example'], 'contaminated', ['seen in its published order'])
     """
-    given = {name: p for name, p in p_values.items() if p is not None}
-    adjusted: dict[str, float | None] = dict.fromkeys(p_values)
-    if given:
-        adjusted |= dict(zip(given, (float(p) for p in holm_adjusted(list(given.values()))), strict=True))
-    flags = {name: None if p is None else bool(p <= alpha) for name, p in adjusted.items()}
-    return Decision(adjusted, flags, verdict_of(flags, required))
+    p_values: dict[tuple[str, str], float] = {}
+    half: dict[str, float] = {}
+    for task, tests in tasks.items():
+        unknown = set(tests) - set(TESTS)
+        if unknown:
+            raise ValueError(f"{task}: unknown test(s) {sorted(unknown)}; the verdict's tests are {TESTS}")
+        if tests.get("codec") is not None:
+            drops, examples = tests["codec"]
+            p_values[task, "codec"] = codec_calibrated_pvalue(drops, examples, codec_null)
+            half[task] = codec_calibrated_pvalue(drops, examples, 0.5)
+        if tests.get("exchangeability") is not None:
+            p_values[task, "exchangeability"] = float(tests["exchangeability"])
+    adjusted, half_adjusted = _holm(p_values), _holm(half)
+    decisions = {}
+    for task in tasks:
+        raw = {test: p_values.get((task, test)) for test in TESTS}
+        adj = {test: adjusted.get((task, test)) for test in TESTS}
+        flags = {test: None if p is None else bool(p <= alpha) for test, p in adj.items()}
+        kind = half_adjusted.get(task)
+        like_its_kind = kind is not None and kind <= alpha
+        decisions[task] = Decision(raw, adj, flags, kind, verdict_of(flags, like_its_kind))
+    return decisions
+
+
+def _holm(p_values: dict) -> dict:
+    """``p_values`` Holm-adjusted as one family (keys kept; none: none)."""
+    if not p_values:
+        return {}
+    return dict(zip(p_values, (float(p) for p in holm_adjusted(list(p_values.values()))), strict=True))
+
+
+def decide(tests: Mapping[str, object], alpha: float = ALPHA, codec_null: float = CODEC_NULL_SCORE) -> Decision:
+    """:func:`decide_table` of one task (Holm over its own tests only).
+
+    >>> decide({"codec": (30, 40), "exchangeability": 0.5}, codec_null=0.9).verdict  # 0.75: above 1/2, not 0.9
+    'inconclusive'
+    """
+    return decide_table({"task": tests}, alpha, codec_null)["task"]

@@ -126,9 +126,11 @@ def model_context(model, tokenizer, default: int) -> int:
     return resolve_max_length(getattr(model, "config", None), tokenizer, default=default)
 
 
-def tuned_copy(base_model: str | Path, texts: list[str], settings: TuningSettings, progress: bool = True):
-    """``base_model`` loaded in float32 and fine-tuned on ``texts`` (:func:`fine_tune`); returns the model,
-    its tokenizer and the training statistics (with ``seconds``)."""
+def tuned_copy(
+    base_model: str | Path, texts: list[str], settings: TuningSettings, progress: bool = True, start: str = "always"
+):
+    """``base_model`` loaded in float32 and fine-tuned on ``texts`` (:func:`fine_tune`, ``start``); returns
+    the model, its tokenizer and the training statistics (with ``seconds``)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -136,13 +138,18 @@ def tuned_copy(base_model: str | Path, texts: list[str], settings: TuningSetting
     tokenizer = AutoTokenizer.from_pretrained(base_model)
     model = AutoModelForCausalLM.from_pretrained(base_model, dtype=torch.float32)
     began = time.perf_counter()
-    stats = fine_tune(model, tokenizer, texts, settings, progress=progress)
+    stats = fine_tune(model, tokenizer, texts, settings, progress=progress, start=start)
     stats["seconds"] = round(time.perf_counter() - began, 1)
     return model, tokenizer, stats
 
 
-def fine_tune(model, tokenizer, texts: list[str], settings: TuningSettings, progress: bool = True) -> dict:
-    """Causal-LM training on ``texts`` (each after the start token), in place; returns statistics.
+def fine_tune(
+    model, tokenizer, texts: list[str], settings: TuningSettings, progress: bool = True, start: str = "always"
+) -> dict:
+    """Causal-LM training on ``texts``, in place; returns statistics. ``start``: ``"always"``, each text
+    after the start token (:func:`_start_token_id`, as lm-eval scores a whole text); ``"tokenizer"``,
+    each text as its tokenizer encodes it, special tokens included (a start token only where the
+    tokenizer adds one, as lm-eval encodes a request's context and CoDeC scores an example).
 
     Each training text (its start token included) is cut at ``settings.max_tokens`` or at the model's
     context (:func:`model_context`), whichever is shorter: a longer one would index past the model's
@@ -150,16 +157,21 @@ def fine_tune(model, tokenizer, texts: list[str], settings: TuningSettings, prog
     import torch
     from tqdm import tqdm
 
-    start = _start_token_id(tokenizer)
+    if start not in ("always", "tokenizer"):
+        raise ValueError(f"start must be 'always' or 'tokenizer', got {start!r}")
+    start_id = _start_token_id(tokenizer)
     longest = min(settings.max_tokens, model_context(model, tokenizer, settings.max_tokens))
     encoded, cut = [], 0
     for text in texts:
-        ids = [start] + tokenizer(text, add_special_tokens=False).input_ids
+        if start == "always":
+            ids = [start_id] + tokenizer(text, add_special_tokens=False).input_ids
+        else:
+            ids = tokenizer(text).input_ids
         cut += len(ids) > longest
         encoded.append(ids[:longest])
     generator = torch.Generator().manual_seed(settings.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else start
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else start_id
     losses, tokens = [], 0
     model.train()
     steps = settings.epochs * -(-len(encoded) // settings.batch_size)

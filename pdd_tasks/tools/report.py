@@ -446,44 +446,57 @@ def _share(value: float, files: int) -> str:
 
 def controls_line(controls: dict | None, shape: str | None) -> str:
     """What the controls measured for files of ``shape`` (None: the task's shape is unknown, both are
-    cited): the rule's false-positive rate on untouched files and its power after each number of
-    epochs, each test's too, and the command that measured them."""
+    cited), per kind of exposure: the exchangeability test on files packed in their order (its level
+    on untouched files, its power after each number of epochs), CoDeC on files seen example by
+    example (its level at the calibrated null on untouched files and on unseen files of the shape
+    with the tuned models, its power), with the commands that measured them."""
     if not controls:
-        return "The level and power of this rule were not measured (no contamination_controls.json in the package)."
+        return "The level and power of the tests were not measured (no contamination_controls.json in the package)."
+    from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE
+
     parts = []
     for name in [shape] if shape in controls["shapes"] else list(controls["shapes"]):
         found = controls["shapes"][name]
         level, files = found["level"], found["level"]["files"]
         epochs = sorted(found["power"], key=int)
-        power = {
-            test: "/".join("yes" if found["power"][e][test] else "no" for e in epochs)
-            for test in ("both", *VERDICT_TESTS)
-        }
+        power = "/".join("yes" if found["power"][e]["exchangeability"] else "no" for e in epochs)
         steps = [str(found["power"][e].get("optimizer_steps", "?")) for e in epochs]
-        levels = (
-            f"the rule called {_share(level['both'], files)} untouched files contaminated (CoDeC flagged "
-            f"{_share(level['codec'], files)}, exchangeability {_share(level['exchangeability'], files)})"
-            if files
-            else "the rule's level was not measured"
+        parts.append(
+            f"seen in its published order ({SHAPE_LABELS.get(name, name)} files of "
+            f"{(found.get('sizes') or controls['sizes'])['examples']} examples packed in blocks of 8): the "
+            f"exchangeability test called {_share(level['exchangeability'], files)} untouched files contaminated and detected the "
+            f"models tuned {'/'.join(epochs)} epoch(s) ({'/'.join(steps)} optimizer steps): {power} (one model each; "
+            f"`{command_of(controls, name)}`)"
+        )
+    exposures = controls.get("exposure_controls") or {}
+    measured = exposures.get("shapes", {})
+    for name in [shape] if shape in measured else [] if shape else list(measured):
+        found = measured[name]
+        untuned = found["untuned"]
+        tuned = ", ".join(
+            f"after {'/'.join(map(str, sorted(set(cells['optimizer_steps']))))} optimizer steps the tuned files scored "
+            f"{'/'.join(f'{v:.3f}' for v in cells['file']['codec_scores'])} "
+            f"({_share(cells['file']['codec_calibrated_rejects'], cells['file']['files'])} detected at this size) and "
+            f"unseen files of the shape {'/'.join(f'{v:.3f}' for v in cells['unseen']['codec_scores'])} "
+            f"({_share(cells['unseen']['codec_calibrated_rejects'], cells['unseen']['files'])} flagged)"
+            for cells in found["tuned"].values()
         )
         parts.append(
-            f"on {SHAPE_LABELS.get(name, name)} files of {(found.get('sizes') or controls['sizes'])['examples']} examples "
-            f"{levels}, and of the models fine-tuned on the file for {'/'.join(epochs)} epoch(s) "
-            f"({'/'.join(steps)} optimizer steps) the rule detected: "
-            f"{power['both']} (CoDeC {power['codec']}, exchangeability {power['exchangeability']}; one tuned model "
-            f"each; `{command_of(controls, name)}`)"
+            f"seen example by example ({SHAPE_LABELS.get(name, name)} files of {exposures['sizes']['examples']} "
+            f"examples): CoDeC against its calibrated null ({CODEC_NULL_SCORE:g}) called "
+            f"{_share(untuned['codec_calibrated_rejects'], untuned['files'])} untouched files contaminated, and with the models "
+            f"tuned on each file ({exposures['sizes']['tuning_seeds']} seeds) {tuned} (`{found.get('command') or exposures['command']}`)"
         )
+    if shape and shape not in measured:
+        parts.append(f"CoDeC on {SHAPE_LABELS.get(shape, shape)} files seen example by example: not measured")
     diverse = controls.get("diverse_level")
     if diverse:
-        from pdd_metrics.verdict import ALPHA
-
         files = diverse["files"]
         parts.append(
-            f"on {files} untouched files of varied content ({diverse['source']}) CoDeC's binomial p was <= {ALPHA} on "
-            f"{_share(diverse['codec_alone'], files)} and <= {ALPHA / 2:g} (what the rule asks of CoDeC where the "
-            f"exchangeability test does not reject) on {_share(diverse['codec_in_the_rule'], files)}"
+            f"on {files} untouched files of varied content ({diverse['source']}) CoDeC's binomial p against 1/2 was "
+            f"<= {ALPHA} on {_share(diverse['codec_alone'], files)}"
         )
-    return f"Measured with {controls['model']}, {'; '.join(parts)}; docs/dataset-tests.md, Controls."
+    return f"Measured with {controls['model']}: {'; '.join(parts)}; docs/dataset-tests.md, Controls."
 
 
 def command_of(controls: dict, shape: str) -> str:
@@ -519,7 +532,7 @@ class ContaminationChecks:
 
 
 def _verdict_text(task: str, decision, shape: str | None, controls: dict | None) -> str:
-    from pdd_metrics.verdict import ALPHA
+    from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE
 
     def shown(test: str) -> str:
         if decision.adjusted[test] is None:
@@ -527,26 +540,30 @@ def _verdict_text(task: str, decision, shape: str | None, controls: dict | None)
         return f"{TEST_LABELS[test]} Holm-adjusted p {decision.adjusted[test]:.3g}"
 
     tests = ", ".join(shown(test) for test in decision.adjusted)
-    rejecting = " and ".join(TEST_LABELS[test] for test, flag in decision.flags.items() if flag) or "one test"
-    other = " and ".join(TEST_LABELS[test] for test, flag in decision.flags.items() if flag is False) or "the other"
+    rejecting = " and ".join(TEST_LABELS[test] for test, flag in decision.flags.items() if flag)
+    missing = " and ".join(TEST_LABELS[test] for test, flag in decision.flags.items() if flag is None)
     why = {
-        "contaminated": f"evidence of contamination: both tests reject at {ALPHA} after Holm's correction ({tests})",
-        "inconclusive": f"inconclusive: {rejecting} rejects at {ALPHA} after Holm's correction, {other} does not "
-        f"({tests}); one test alone is no verdict",
-        "not detected": f"not detected: neither test rejects at {ALPHA} after Holm's correction ({tests}); that is "
-        "no evidence of a clean benchmark, given the power below",
-        "no verdict": f"no verdict: it needs both CoDeC and the exchangeability test ({tests})",
+        "contaminated": f"contaminated: {' and '.join(decision.detected)} ({rejecting} "
+        f"{'reject' if ' and ' in rejecting else 'rejects'} at {ALPHA} after Holm's correction over the table; {tests})",
+        "inconclusive": f"inconclusive: CoDeC's score is above 1/2 (the model has seen this benchmark or data of its "
+        f"kind and format; Holm-adjusted p {decision.codec_half_adjusted:.3g}) but not above {CODEC_NULL_SCORE:g}, what "
+        f"unseen data of a kind the model was tuned on scored in the controls, so CoDeC cannot tell which ({tests})",
+        "not detected": f"not detected: no test rejects at {ALPHA} after Holm's correction over the table ({tests}); "
+        "that is no evidence of a clean benchmark, given the power below",
+        "no verdict": f'no verdict: it needs both CoDeC and the exchangeability test to say "not detected" ({missing} '
+        f"did not apply, and no test that did rejects; {tests})",
     }[decision.verdict]
     return f"**{task}: {why}.** {controls_line(controls, shape)}"
 
 
 def contamination_checks(results: dict) -> ContaminationChecks | None:
     """A ``pdd_contamination`` run: per source task, its accuracy from the same results JSON (where the
-    run evaluated it), CoDeC's score with its 95% interval and its binomial p-value
-    (:func:`pdd_metrics.codec.codec_pvalue`), the exchangeability test's p-value, both Holm-adjusted
-    across every p-value of the table, why a test did not apply, and a verdict that needs both tests
-    (:func:`pdd_metrics.verdict.verdict_of`) and cites the measured level and power of that rule
-    (:func:`controls_line`). None without ``pdd_contamination`` in the results."""
+    run evaluated it), CoDeC's score with its 95% interval and its p-value against the calibrated null
+    (:func:`pdd_metrics.verdict.codec_calibrated_pvalue`), the exchangeability test's p-value, both
+    Holm-adjusted across every p-value of the table, why a test did not apply, and a verdict that
+    fires on either test and names what it detected (:func:`pdd_metrics.verdict.decide_table`),
+    citing the measured level and power of each test (:func:`controls_line`). None without
+    ``pdd_contamination`` in the results."""
     values = results.get("results", {}).get("pdd_contamination")
     if not isinstance(values, dict) or not values:
         return None
@@ -559,13 +576,12 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
     tasks = [task for task in tasks if not task.endswith("_stderr")]
     if not tasks:
         return None
-    from pdd_metrics.codec import codec_pvalue
-    from pdd_metrics.multiple_testing import holm_adjusted
-    from pdd_metrics.verdict import decide
+    from pdd_metrics.verdict import CODEC_NULL_SCORE, decide_table
 
-    p_values: dict[tuple[str, str], float] = {}
+    found: dict[str, dict] = {}
     damaged: dict[tuple[str, str], list[str]] = {}
     for task in tasks:
+        found[task] = dict.fromkeys(VERDICT_TESTS)
         for test, names in TEST_KEYS.items():
             keys = [f"{name}/{task},none" for name in names]
             ran = (summary.get(task) or {}).get(test) if isinstance(summary.get(task), dict) else None
@@ -575,19 +591,20 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
             if test == "codec" and not unusable and values[keys[3]] == 0:
                 unusable = [keys[3]]  # no example scored: no score, no p-value
             if unusable:
-                damaged[task, test] = unusable
+                damaged[task, test] = unusable  # left out of the verdict, as a test that did not apply
             elif test == "codec":
                 n = int(values[keys[3]])
-                p_values[task, test] = codec_pvalue(round(values[keys[0]] * n), n)
+                found[task][test] = (round(values[keys[0]] * n), n)
             else:
-                p_values[task, test] = values[keys[0]]
-    adjusted = dict(zip(p_values, holm_adjusted(list(p_values.values())), strict=True)) if p_values else {}
+                found[task][test] = values[keys[0]]
+    decisions = decide_table(found)
+    count = sum(p is not None for d in decisions.values() for p in d.p_values.values())
     controls = contamination_controls()
     header = [
         "task",
         "accuracy",
         "CoDeC score [95% CI] (examples)",
-        "CoDeC p",
+        f"CoDeC p (null {CODEC_NULL_SCORE:g})",
         "exchangeability p (shards)",
         "Holm-adjusted p: CoDeC, exchangeability",
         "verdict",
@@ -595,18 +612,21 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
     ]
     rows, verdicts = [], []
     for task in tasks:
+        decision = decisions[task]
         codec = codec_p = exchangeability = "-"
-        if (task, "codec") in p_values:
+        if decision.p_values["codec"] is not None:
             codec = (
                 f"{values[f'codec_score/{task},none']:.3f} [{values[f'codec_score_ci95_low/{task},none']:.3f}, "
                 f"{values[f'codec_score_ci95_high/{task},none']:.3f}] ({values[f'codec_examples/{task},none']:.0f})"
             )
-            codec_p = f"{p_values[task, 'codec']:.3g}"
-        if (task, "exchangeability") in p_values:
+            codec_p = f"{decision.p_values['codec']:.3g}"
+        if decision.p_values["exchangeability"] is not None:
             exchangeability = (
-                f"{p_values[task, 'exchangeability']:.3g} ({values[f'exchangeability_shards/{task},none']:.0f})"
+                f"{decision.p_values['exchangeability']:.3g} ({values[f'exchangeability_shards/{task},none']:.0f})"
             )
-        holm = ", ".join(f"{adjusted[task, t]:.3g}" if (task, t) in adjusted else "-" for t in VERDICT_TESTS)
+        holm = ", ".join(
+            f"{decision.adjusted[t]:.3g}" if decision.adjusted[t] is not None else "-" for t in VERDICT_TESTS
+        )
         reasons = [
             f"{test}: {info['not_applicable']}"
             for test, info in (summary.get(task) if isinstance(summary.get(task), dict) else {}).items()
@@ -630,8 +650,6 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
             codec = "n/a (damaged)"
         if (task, "exchangeability") in damaged:
             exchangeability = "n/a (damaged)"
-        # Holm across the whole table: the flags read the family's adjusted p-values (alpha unchanged)
-        decision = decide({t: adjusted.get((task, t)) for t in VERDICT_TESTS}, required=len(VERDICT_TESTS))
         output_type = (results.get("configs", {}).get(task) or {}).get("output_type")
         verdicts.append(_verdict_text(task, decision, SHAPE_OF_OUTPUT_TYPE.get(output_type), controls))
         rows.append(
@@ -656,11 +674,12 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
         ]
     )
     notes += [
-        f"Holm's correction across the {len(p_values)} p-value(s) of this table (every task's CoDeC and "
-        "exchangeability test; family-wise error rate). CoDeC's p-value is the one-sided binomial test of its "
-        "score against 1/2 (this plugin's rule, not the paper's, which reads above about 0.8 as a red flag; "
-        "unseen data mostly below 0.5-0.6). A verdict of contamination needs both tests to reject: no single "
-        "test decides (docs/dataset-tests.md)."
+        f"Holm's correction across the {count} p-value(s) of this table (every task's CoDeC and exchangeability "
+        "test; family-wise error rate). Either test can call a task contaminated: CoDeC detects a benchmark seen "
+        "example by example, the exchangeability test one seen in its published order. CoDeC's p-value is the "
+        f"one-sided binomial test of its score against {CODEC_NULL_SCORE:g} (the upper 95% bound of the highest "
+        "score measured on unseen data of a kind the model was tuned on), not against 1/2: a model that has seen "
+        "data of a benchmark's kind scores its unseen examples far above 1/2 (docs/dataset-tests.md)."
     ]
     return ContaminationChecks(header, rows, verdicts, notes)
 
