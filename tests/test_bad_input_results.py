@@ -181,7 +181,9 @@ def test_a_damaged_contamination_value_is_named_and_its_test_left_out(tmp_path, 
     row = table_row(table.stdout, "arc_easy")
     test = "exchangeability" if key.startswith("exchangeability") else "CoDeC"
     assert "n/a (damaged)" in row and f"{test}: not shown, the results JSON's {key}" in row, row
-    assert "| no verdict |" in row  # the verdict needs both tests
+    # the damaged test counts as not applied: the verdict rests on the other test (either test can fire):
+    # the exchangeability test rejects here (p 0.001), CoDeC (38 of the examples) does not
+    assert ("| contaminated |" if test == "CoDeC" else "| no verdict |") in row, row
     assert "7.5" not in row and "1.500" not in row
     # the other task's tests are untouched, Holm now over the 3 p-values left
     assert "| n/a (damaged) |" not in table_row(table.stdout, "gsm8k")

@@ -542,17 +542,25 @@ def _verdict_text(task: str, decision, shape: str | None, controls: dict | None)
     tests = ", ".join(shown(test) for test in decision.adjusted)
     rejecting = " and ".join(TEST_LABELS[test] for test, flag in decision.flags.items() if flag)
     missing = " and ".join(TEST_LABELS[test] for test, flag in decision.flags.items() if flag is None)
-    why = {
-        "contaminated": f"contaminated: {' and '.join(decision.detected)} ({rejecting} "
-        f"{'reject' if ' and ' in rejecting else 'rejects'} at {ALPHA} after Holm's correction over the table; {tests})",
-        "inconclusive": f"inconclusive: CoDeC's score is above 1/2 (the model has seen this benchmark or data of its "
-        f"kind and format; Holm-adjusted p {decision.codec_half_adjusted:.3g}) but not above {CODEC_NULL_SCORE:g}, what "
-        f"unseen data of a kind the model was tuned on scored in the controls, so CoDeC cannot tell which ({tests})",
-        "not detected": f"not detected: no test rejects at {ALPHA} after Holm's correction over the table ({tests}); "
-        "that is no evidence of a clean benchmark, given the power below",
-        "no verdict": f'no verdict: it needs both CoDeC and the exchangeability test to say "not detected" ({missing} '
-        f"did not apply, and no test that did rejects; {tests})",
-    }[decision.verdict]
+    why = {  # each built only for its verdict (CoDeC's p against 1/2 exists only where CoDeC applied)
+        "contaminated": lambda: (
+            f"contaminated: {' and '.join(decision.detected)} ({rejecting} "
+            f"{'reject' if ' and ' in rejecting else 'rejects'} at {ALPHA} after Holm's correction over the table; {tests})"
+        ),
+        "inconclusive": lambda: (
+            f"inconclusive: CoDeC's score is above 1/2 (the model has seen this benchmark or data of its "
+            f"kind and format; Holm-adjusted p {decision.codec_half_adjusted:.3g}) but not above {CODEC_NULL_SCORE:g}, what "
+            f"unseen data of a kind the model was tuned on scored in the controls, so CoDeC cannot tell which ({tests})"
+        ),
+        "not detected": lambda: (
+            f"not detected: no test rejects at {ALPHA} after Holm's correction over the table ({tests}); "
+            "that is no evidence of a clean benchmark, given the power below"
+        ),
+        "no verdict": lambda: (
+            f'no verdict: it needs both CoDeC and the exchangeability test to say "not detected" ({missing} '
+            f"did not apply, and no test that did rejects; {tests})"
+        ),
+    }[decision.verdict]()
     return f"**{task}: {why}.** {controls_line(controls, shape)}"
 
 
