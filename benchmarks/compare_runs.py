@@ -16,6 +16,7 @@ Spearman's rank correlation of the per-document scores, and each run's AUC). Met
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +47,9 @@ def items(out: Path, task: str) -> dict[str, dict[tuple, list[float]]]:
     found: dict[str, dict[tuple, list[float]]] = {}
     for sample in read_jsonl(samples_file):
         doc = sample["doc"]
-        key = (doc.get("test"), doc.get("source_task"), str(sample["arguments"][0]))
+        arguments = sample["arguments"]  # {"gen_args_0": {"arg_0": context, "arg_1": continuation}, ...}
+        first = arguments["gen_args_0"] if isinstance(arguments, dict) else arguments[0]
+        key = (doc.get("test"), doc.get("source_task"), json.dumps(first, sort_keys=True))
         for metric in sample["metrics"]:
             found.setdefault(metric, {})[key] = _numbers(sample[metric])
     return found
