@@ -16,7 +16,7 @@ from pdd_metrics.intervals import delong_auc_stderr
 from pdd_tasks.registry import DEFAULT_METHODS, ScoringSettings, SettingError
 from pdd_tasks.tasks import aggregations
 from pdd_tasks.tasks.aggregations import IncompleteEmMiaSet, em_mia_matrix
-from pdd_tasks.tasks.base import em_mia_scored_texts, metric_list
+from pdd_tasks.tasks.base import metric_list, scored_texts
 
 
 def logprobs_after(model, tokenizer, prefix: str, text: str) -> np.ndarray:
@@ -112,9 +112,9 @@ def test_off_by_default_and_its_settings_are_checked():
 
 def test_scored_set_is_what_limit_or_samples_select():
     docs = [{"text": f"t{i}"} for i in range(5)]
-    assert em_mia_scored_texts(docs) == ["t0", "t1", "t2", "t3", "t4"]
-    assert em_mia_scored_texts(docs, limit=2) == ["t0", "t1"]
-    assert em_mia_scored_texts(docs, limit=2, samples=[4, 1]) == ["t1", "t4"]  # --samples wins, in doc order
+    assert scored_texts(docs) == ["t0", "t1", "t2", "t3", "t4"]
+    assert scored_texts(docs, limit=2) == ["t0", "t1"]
+    assert scored_texts(docs, limit=2, samples=[4, 1]) == ["t1", "t4"]  # --samples wins, in doc order
 
 
 def test_matrix_from_items_in_any_order_with_a_repeated_text():

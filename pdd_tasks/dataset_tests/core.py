@@ -87,7 +87,7 @@ def string(non_empty: bool) -> Callable[[str, Any], str]:
     def check(name: str, value: Any) -> str:
         if not isinstance(value, str) or (non_empty and not value):
             kind = "a non-empty string" if non_empty else "a string"
-            raise ValueError(f"metadata {name}={value!r}: expected {kind}, e.g. {chr(34)}\\n{chr(34)}.")
+            raise ValueError(f'metadata {name}={value!r}: expected {kind}, e.g. "\\n".')
         return value
 
     check.__doc__ = "A non-empty string." if non_empty else "A string."

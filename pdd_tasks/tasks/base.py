@@ -130,7 +130,7 @@ class EmMiaRunError(UserError):
     """A run EM-MIA cannot score: too many texts for its n^2 passes, no initial method, cached requests."""
 
 
-def em_mia_scored_texts(docs: list[dict], limit=None, samples=None) -> list[str]:
+def scored_texts(docs: list[dict], limit=None, samples=None) -> list[str]:
     """The texts the run scores, in doc order, as lm-eval's ``Task.doc_iterator`` selects them over
     every process: the first ``limit`` documents, or those at the indices of ``--samples``."""
     if samples:
@@ -333,15 +333,16 @@ class MembershipInferenceTask(ConfigurableTask):
         """lm-eval's request building, after refusing ``--limit 0``, ``--apply_chat_template`` and
         ``--system_instruction`` (:func:`refuse_run_options`)."""
         refuse_run_options(self.config.task, **kwargs)
-        texts = em_mia_scored_texts(list(self.eval_docs), kwargs.get("limit"), kwargs.get("samples"))
+        texts = scored_texts(list(self.eval_docs), kwargs.get("limit"), kwargs.get("samples"))
         check_request_count(self.config.task, len(texts), self.settings)
         if self.settings.em_mia:
-            self.set_em_mia_texts(**kwargs)
+            self.set_em_mia_texts(texts, kwargs.get("cache_requests", False))
         super().build_all_requests(**kwargs)
 
-    def set_em_mia_texts(self, limit=None, samples=None, cache_requests=False, **_other) -> None:
-        """EM-MIA's prefixes: every text the run scores (over every process; ``--limit``/``--samples``
-        applied), refused before any request is built where there are more than ``em_mia_max_texts``."""
+    def set_em_mia_texts(self, texts: list[str], cache_requests: bool = False) -> None:
+        """EM-MIA's prefixes: the distinct texts among ``texts``, every text the run scores (over every
+        process; ``--limit``/``--samples`` applied: :func:`scored_texts`), refused before any request is
+        built where there are more than ``em_mia_max_texts``."""
         if cache_requests:
             raise EmMiaRunError(
                 f"{self.config.task}: em_mia cannot be run with --cache_requests: each text's requests name every "
@@ -350,7 +351,7 @@ class MembershipInferenceTask(ConfigurableTask):
             )
         # The prefixes are the distinct texts: a copy after its own text would be a prefix that predicts it
         # perfectly (copies remain in the scored set only under keep_duplicates, and share their text's place).
-        self._em_mia_texts = list(dict.fromkeys(em_mia_scored_texts(list(self.eval_docs), limit, samples)))
+        self._em_mia_texts = list(dict.fromkeys(texts))
         check_em_mia_size(self.config.task, len(self._em_mia_texts), self.settings.em_mia_max_texts)
         self._em_mia_places: dict[str, int] = {text: place for place, text in enumerate(self._em_mia_texts)}
 
