@@ -49,13 +49,27 @@ what was not measured.
 
 Where CoDeC's score is significantly above 1/2 (Holm over the table's CoDeC tests) but not above the
 calibrated null, the verdict is **"inconclusive"**: the model has seen this benchmark or data of
-its kind and format, and CoDeC cannot tell which; only a reference of known-unseen examples of the
-same kind, scored the same way, could (not implemented: a pdd_custom-style comparison).
+its kind and format, and CoDeC cannot tell which.
+
+**A reference of known-unseen examples answers that question** (``pdd_contamination``'s
+``references``: examples of the same kind and format the model cannot have seen, freshly written or
+dated after its data, scored the same way). Then CoDeC's p-value is the one-sided Fisher exact test
+of the benchmark's share of drops against the reference's (:func:`codec_reference_pvalue`), not the
+binomial test against a constant: if the model has not seen the benchmark, the benchmark's examples
+and the reference's are two samples of the same unseen data of the kind, whatever the kind, the
+model and how much of the kind it has seen, so the test holds its level without a calibrated
+constant (the calibration above holds for the model and exposures measured; the reference's
+exchangeability with the benchmark is the one assumption, and the user's to meet). Its power is
+the gap between the two: after 12 steps of tuning on a file, example by example, the file scored
+0.958-1.000 and unseen files of its shape 0.792-0.917 (above); on the default model and plain text
+(issue 33: 48 WikiMIA-32 non-members), 0.979 on the tuned file and 0.56 on unseen ones. A task with a
+reference is not "inconclusive": the reference says what data of its kind scores.
 
 Verdicts (:data:`VERDICTS`):
 
 - ``"contaminated"``: some test rejects after Holm's correction over the table;
-- ``"inconclusive"``: none does, but CoDeC's score is significantly above 1/2 (seen data of this kind);
+- ``"inconclusive"``: none does, but CoDeC's score is significantly above 1/2 (seen data of this kind)
+  and no reference was given;
 - ``"not detected"``: none does and every test applied (not evidence of a clean benchmark: the
   tests' power is limited, docs/dataset-tests.md);
 - ``"no verdict"``: none rejects and some test did not apply (too few examples, shards longer than
@@ -67,7 +81,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from scipy.stats import binom
+from scipy.stats import binom, fisher_exact
 
 from .multiple_testing import holm_adjusted
 
@@ -76,10 +90,12 @@ __all__ = [
     "ALPHA",
     "CODEC_NULL_SCORE",
     "DETECTS",
+    "REFERENCE",
     "TESTS",
     "VERDICTS",
     "Decision",
     "codec_calibrated_pvalue",
+    "codec_reference_pvalue",
     "decide",
     "decide_table",
     "verdict_of",
@@ -95,6 +111,9 @@ CODEC_NULL_SCORE = 0.97
 
 #: The verdict's tests, in the order the table shows them.
 TESTS = ("codec", "exchangeability")
+
+#: The input key of a task's reference of known-unseen examples for CoDeC: ``(drops, examples)``.
+REFERENCE = "codec_reference"
 
 #: What each test's rejection means: the line names it.
 DETECTS = {"codec": "seen example by example", "exchangeability": "seen in its published order"}
@@ -120,6 +139,25 @@ def codec_calibrated_pvalue(drops: int, examples: int, null: float = CODEC_NULL_
     return float(binom.sf(drops - 1, examples, null))
 
 
+def codec_reference_pvalue(drops: int, examples: int, reference_drops: int, reference_examples: int) -> float:
+    """One-sided Fisher exact p-value of the hypothesis that a benchmark's CoDeC score is no higher
+    than that of a reference of known-unseen examples of its kind, scored the same way: the
+    benchmark's ``drops`` of ``examples`` against the reference's ``reference_drops`` of
+    ``reference_examples`` (the 2 x 2 table of drops and non-drops, ``alternative="greater"``).
+    Exact given both margins, so it holds its level at any sample size.
+
+    >>> f"{codec_reference_pvalue(47, 48, 27, 48):.1e}", codec_reference_pvalue(20, 48, 27, 48) > 0.9
+    ('4.1e-07', True)
+    """
+    for name, drops_, n in (("", drops, examples), ("reference_", reference_drops, reference_examples)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"{name}examples must be a positive whole number, got {n!r}")
+        if isinstance(drops_, bool) or not isinstance(drops_, int) or not 0 <= drops_ <= n:
+            raise ValueError(f"{name}drops must be a whole number in [0, {n}], got {drops_!r}")
+    table = [[drops, examples - drops], [reference_drops, reference_examples - reference_drops]]
+    return float(fisher_exact(table, alternative="greater").pvalue)
+
+
 def verdict_of(flags: Mapping[str, bool | None], like_its_kind: bool = False) -> str:
     """The verdict from each test's flag (True: rejects; False: does not; None: did not apply) and
     whether CoDeC's score is significantly above 1/2 (``like_its_kind``).
@@ -140,15 +178,17 @@ def verdict_of(flags: Mapping[str, bool | None], like_its_kind: bool = False) ->
 
 @dataclass(frozen=True)
 class Decision:
-    """One task's verdict: each test's p-value (CoDeC's against :data:`CODEC_NULL_SCORE`) and its
-    Holm-adjusted value over the table (None where it did not apply), each flag, CoDeC's adjusted
-    p-value against 1/2 (``codec_half_adjusted``), the verdict and what was detected."""
+    """One task's verdict: each test's p-value (CoDeC's against its reference where the task has one,
+    else against :data:`CODEC_NULL_SCORE`) and its Holm-adjusted value over the table (None where it
+    did not apply), each flag, CoDeC's adjusted p-value against 1/2 (``codec_half_adjusted``; None
+    with a reference), the verdict, what was detected, and the reference's ``(drops, examples)``."""
 
     p_values: dict[str, float | None]
     adjusted: dict[str, float | None]
     flags: dict[str, bool | None]
     codec_half_adjusted: float | None
     verdict: str
+    reference: tuple[int, int] | None = None
 
     @property
     def detected(self) -> list[str]:
@@ -162,8 +202,11 @@ def decide_table(
     codec_null: float = CODEC_NULL_SCORE,
 ) -> dict[str, Decision]:
     """Every task's :class:`Decision`. ``tasks``: task -> ``{"codec": (drops, examples) or None,
-    "exchangeability": p-value or None}``. Holm's correction runs over every p-value of the table
-    (both tests of every task); a second one over the CoDeC tests against 1/2 decides "inconclusive".
+    "exchangeability": p-value or None}``, and optionally ``"codec_reference": (drops, examples)`` of
+    a reference of known-unseen examples (:data:`REFERENCE`; CoDeC is then tested against it,
+    :func:`codec_reference_pvalue`). Holm's correction runs over every p-value of the table (both
+    tests of every task); a second one over the CoDeC tests against 1/2 of the tasks without a
+    reference decides "inconclusive".
 
     >>> found = decide_table({"a": {"codec": (990, 1000), "exchangeability": 0.6}, "b": {"codec": (20, 40), "exchangeability": 0.001}})
     >>> found["a"].verdict, found["a"].detected, found["b"].verdict, found["b"].detected
@@ -172,13 +215,16 @@ def decide_table(
     p_values: dict[tuple[str, str], float] = {}
     half: dict[str, float] = {}
     for task, tests in tasks.items():
-        unknown = set(tests) - set(TESTS)
+        unknown = set(tests) - {*TESTS, REFERENCE}
         if unknown:
             raise ValueError(f"{task}: unknown test(s) {sorted(unknown)}; the verdict's tests are {TESTS}")
         if tests.get("codec") is not None:
             drops, examples = tests["codec"]
-            p_values[task, "codec"] = codec_calibrated_pvalue(drops, examples, codec_null)
-            half[task] = codec_calibrated_pvalue(drops, examples, 0.5)
+            if tests.get(REFERENCE) is not None:
+                p_values[task, "codec"] = codec_reference_pvalue(drops, examples, *tests[REFERENCE])
+            else:
+                p_values[task, "codec"] = codec_calibrated_pvalue(drops, examples, codec_null)
+                half[task] = codec_calibrated_pvalue(drops, examples, 0.5)
         if tests.get("exchangeability") is not None:
             p_values[task, "exchangeability"] = float(tests["exchangeability"])
     adjusted, half_adjusted = _holm(p_values), _holm(half)
@@ -189,7 +235,8 @@ def decide_table(
         flags = {test: None if p is None else bool(p <= alpha) for test, p in adj.items()}
         kind = half_adjusted.get(task)
         like_its_kind = kind is not None and kind <= alpha
-        decisions[task] = Decision(raw, adj, flags, kind, verdict_of(flags, like_its_kind))
+        reference = tuple(tasks[task][REFERENCE]) if raw["codec"] is not None and tasks[task].get(REFERENCE) else None
+        decisions[task] = Decision(raw, adj, flags, kind, verdict_of(flags, like_its_kind), reference)
     return decisions
 
 

@@ -319,5 +319,6 @@ CODEC = register(
         requests=codec_arguments,
         item=codec_delta,
         distinct_examples=True,
+        compares_to_reference=True,
     )
 )

@@ -124,6 +124,10 @@ class DatasetTest:
             scored once unless ``keep_duplicates`` is set (the setting is added where this is true).
             Where false, repeats are counted and reported but kept (e.g. the exchangeability test,
             whose object is the file in its published order).
+        compares_to_reference: its score means most beside the same score of a reference of
+            known-unseen examples of the benchmark's kind (CoDeC): in ``pdd_contamination`` a task's
+            ``references`` entry is scored by it with the same settings, into the metrics
+            ``reference_<metric>`` (:func:`reference_metric`).
     """
 
     name: str
@@ -139,6 +143,7 @@ class DatasetTest:
     requests: Callable[[dict, Any], list[tuple[str, str]]]
     item: Callable[[dict, list], Any]
     distinct_examples: bool = False
+    compares_to_reference: bool = False
     settings_class: type = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -172,6 +177,12 @@ class DuplicateTestError(ValueError):
 
 #: Every registered dataset-level test by name, in registration order (= table order).
 DATASET_TESTS: dict[str, DatasetTest] = {}
+
+
+def reference_metric(metric: str) -> str:
+    """A test's metric on a reference of known-unseen examples: ``codec_score`` ->
+    ``reference_codec_score`` (:attr:`DatasetTest.compares_to_reference`)."""
+    return f"reference_{metric}"
 
 
 def register(test: DatasetTest) -> DatasetTest:

@@ -10,7 +10,11 @@
   own evals. Each test's settings are its block (``"codec": {...}``), checked as strictly as a
   test's own task checks them. Its metrics are suffixed with the source task
   (``codec_score/arc_easy``); a test that cannot apply to a task is left out for it with a warning and
-  the reason in ``configs.pdd_contamination.metadata.contamination``.
+  the reason in ``configs.pdd_contamination.metadata.contamination``. ``references`` maps a source
+  task to an lm-eval task of known-unseen examples of its kind and format (freshly written, or dated
+  after the model's data; e.g. a copy of the task's YAML pointed at them): each test that compares to a
+  reference (CoDeC) scores it too, with the same settings, into ``reference_<metric>/<source task>``,
+  and the verdict tests the benchmark against it (:func:`pdd_metrics.verdict.codec_reference_pvalue`).
 
 For each (source, test), before any document is built: the examples are read once per source
 (:mod:`pdd_tasks.loading.examples`, rendered as in the source task), normalised as the test reads
@@ -31,7 +35,14 @@ from lm_eval.api.task import ConfigurableTask
 
 from pdd_tasks import lm_eval_patches
 from pdd_tasks.dataset_tests import DATASET_TESTS, DatasetTest, NotApplicable
-from pdd_tasks.dataset_tests.core import check_cost, distinct, model_window, read_settings, source_keys
+from pdd_tasks.dataset_tests.core import (
+    check_cost,
+    distinct,
+    model_window,
+    read_settings,
+    reference_metric,
+    source_keys,
+)
 from pdd_tasks.errors import UserError
 from pdd_tasks.loading.examples import ExampleSource
 from pdd_tasks.registry import SettingError, check_metadata_keys
@@ -138,7 +149,8 @@ class DatasetTestTask(ConfigurableTask):
     def process_results(self, doc: dict, results: list) -> dict:
         test = DATASET_TESTS[doc["test"]]
         item = test.item(doc, results)
-        return {metric_name(metric, doc["source_task"]): item for metric in test.metrics}
+        named = reference_metric if doc.get("role") == "reference" else str
+        return {metric_name(named(metric), doc["source_task"]): item for metric in test.metrics}
 
 
 class CodecTask(DatasetTestTask):
@@ -156,7 +168,7 @@ class ExchangeabilityTask(DatasetTestTask):
 # -- pdd_contamination: every test on each of several tasks --------------------------------------------
 
 #: The keys of ``pdd_contamination``'s metadata besides the tests' blocks.
-CONTAMINATION_KEYS = ("source_tasks", "source_include_path", "tests")
+CONTAMINATION_KEYS = ("source_tasks", "source_include_path", "tests", "references")
 
 
 def source_task_names(metadata: dict) -> list[str]:
@@ -203,6 +215,38 @@ def test_blocks(metadata: dict) -> dict[str, dict]:
     return blocks
 
 
+def reference_tasks(metadata: dict, names: list[str], tests: list[str]) -> dict[str, str]:
+    """``references``: source task -> the lm-eval task of its known-unseen examples, checked."""
+    references = metadata.get("references") or {}
+    example = '--metadata \'{"source_tasks": ["arc_easy"], "references": {"arc_easy": "arc_easy_fresh"}}\''
+    if not isinstance(references, dict) or not all(
+        isinstance(task, str) and isinstance(reference, str) and reference for task, reference in references.items()
+    ):
+        raise ContaminationError(
+            f"pdd_contamination: metadata references={references!r}: expected an object mapping a source task to the "
+            f"lm-eval task of known-unseen examples of its kind, e.g. {example}."
+        )
+    unknown = [task for task in references if task not in names]
+    if unknown:
+        raise ContaminationError(
+            f"pdd_contamination: references names {unknown}, not in source_tasks {names}: a reference belongs to a "
+            f"tested task; e.g. {example}."
+        )
+    tested = [reference for reference in references.values() if reference in names]
+    if tested:
+        raise ContaminationError(
+            f"pdd_contamination: {tested} is both a source task and a reference: a reference holds examples the "
+            "model has not seen, so it is not tested itself. Take it out of source_tasks or references."
+        )
+    takers = [test for test in tests if DATASET_TESTS[test].compares_to_reference]
+    if references and not takers:
+        raise ContaminationError(
+            f"pdd_contamination: references are given but none of tests={tests} compares to a reference "
+            f"({', '.join(n for n, t in DATASET_TESTS.items() if t.compares_to_reference)} does): add it to tests."
+        )
+    return references
+
+
 class ContaminationTask(DatasetTestTask):
     """``pdd_contamination``: each test of ``tests`` on each lm-eval task of ``source_tasks``."""
 
@@ -219,6 +263,7 @@ class ContaminationTask(DatasetTestTask):
                     "is not a setting of one test: name the tasks in source_tasks (and source_include_path) at the top level."
                 )
             settings[test] = read_settings(DATASET_TESTS[test], own, f"pdd_contamination: {test}", strict=True)
+        references = reference_tasks(metadata, names, list(blocks))
         include = metadata.get("source_include_path") or None
         model = model_window(metadata)
         documents, metrics, summary, planned = [], [], {}, {}
@@ -239,6 +284,15 @@ class ContaminationTask(DatasetTestTask):
                 self.settings[(name, test_name)] = own
                 documents += [{"test": test_name, "source_task": name, **doc} for doc in built]
                 metrics += [(metric_name(m, name), aggregate, higher) for m, (aggregate, higher) in test.metrics.items()]  # fmt: skip
+                if test.compares_to_reference and name in references:
+                    built, summary[name][test_name]["reference"], planned[(name, f"{test_name} reference")] = (
+                        self.reference(test, own, references[name], include, model, where)
+                    )
+                    documents += [{"test": test_name, "source_task": name, "role": "reference", **doc} for doc in built]
+                    metrics += [
+                        (metric_name(reference_metric(m), name), aggregate, higher)
+                        for m, (aggregate, higher) in test.metrics.items()
+                    ]
         if not documents:
             raise ContaminationError(
                 f"pdd_contamination: no test applies to any of {names} (see the warnings above); "
@@ -250,6 +304,21 @@ class ContaminationTask(DatasetTestTask):
             ", ".join(f"{test} on {name}: {count:,}" for (name, test), count in planned.items()),
         )
         return documents, metrics, {"contamination": summary}
+
+    @staticmethod
+    def reference(test: DatasetTest, settings, reference: str, include, model, where: str):
+        """``(documents, summary, planned requests)`` of ``test`` on the reference task ``reference``, with the
+        source task's settings. A test that cannot apply to it is an error: the run asked for the comparison."""
+        examples, source = ExampleSource(source_task=reference, source_include_path=include).load()
+        try:
+            documents, summary, planned = prepare(
+                test, settings, examples, source, model, f"{where} (reference {reference})"
+            )
+        except NotApplicable as error:
+            raise ContaminationError(
+                f"{where}: the reference {reference} cannot be scored: {error} Give a reference with more examples."
+            ) from None
+        return documents, {"task": reference, **summary}, planned
 
     def build_all_requests(self, **kwargs) -> None:
         """As every dataset-level test's, and ``--limit`` refused: it would cut the one list of every

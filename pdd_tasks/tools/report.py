@@ -537,6 +537,12 @@ def _verdict_text(task: str, decision, shape: str | None, controls: dict | None)
     def shown(test: str) -> str:
         if decision.adjusted[test] is None:
             return f"{TEST_LABELS[test]} did not apply"
+        if test == "codec" and decision.reference:
+            drops, n = decision.reference
+            return (
+                f"CoDeC against its reference of known-unseen examples (which scored {drops / n:.3f} of {n}) "
+                f"Holm-adjusted p {decision.adjusted[test]:.3g}"
+            )
         return f"{TEST_LABELS[test]} Holm-adjusted p {decision.adjusted[test]:.3g}"
 
     tests = ", ".join(shown(test) for test in decision.adjusted)
@@ -564,6 +570,18 @@ def _verdict_text(task: str, decision, shape: str | None, controls: dict | None)
     return f"**{task}: {why}.** {controls_line(controls, shape)}"
 
 
+def reference_drops(values: dict, task: str) -> tuple[int, int] | None:
+    """``(drops, examples)`` of CoDeC on ``task``'s reference of known-unseen examples
+    (``reference_codec_score/<task>``), None where the run had none (or it scored no example)."""
+    score, examples = (
+        values.get(f"reference_codec_score/{task},none"),
+        values.get(f"reference_codec_examples/{task},none"),
+    )
+    if score is None or not examples:
+        return None
+    return round(score * int(examples)), int(examples)
+
+
 def contamination_checks(results: dict) -> ContaminationChecks | None:
     """A ``pdd_contamination`` run: per source task, its accuracy from the same results JSON (where the
     run evaluated it), CoDeC's score with its 95% interval and its p-value against the calibrated null
@@ -584,7 +602,7 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
     tasks = [task for task in tasks if not task.endswith("_stderr")]
     if not tasks:
         return None
-    from pdd_metrics.verdict import CODEC_NULL_SCORE, decide_table
+    from pdd_metrics.verdict import CODEC_NULL_SCORE, REFERENCE, decide_table
 
     found: dict[str, dict] = {}
     damaged: dict[tuple[str, str], list[str]] = {}
@@ -603,6 +621,7 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
             elif test == "codec":
                 n = int(values[keys[3]])
                 found[task][test] = (round(values[keys[0]] * n), n)
+                found[task][REFERENCE] = reference_drops(values, task)
             else:
                 found[task][test] = values[keys[0]]
     decisions = decide_table(found)
@@ -612,7 +631,7 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
         "task",
         "accuracy",
         "CoDeC score [95% CI] (examples)",
-        f"CoDeC p (null {CODEC_NULL_SCORE:g})",
+        f"CoDeC p (null {CODEC_NULL_SCORE:g}, or vs reference)",
         "exchangeability p (shards)",
         "Holm-adjusted p: CoDeC, exchangeability",
         "verdict",
@@ -628,6 +647,13 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
                 f"{values[f'codec_score_ci95_high/{task},none']:.3f}] ({values[f'codec_examples/{task},none']:.0f})"
             )
             codec_p = f"{decision.p_values['codec']:.3g}"
+            if decision.reference:
+                task_values = {m: values[f"reference_{m}/{task},none"] for m in TEST_KEYS["codec"]}
+                codec += (
+                    f"; reference {task_values['codec_score']:.3f} [{task_values['codec_score_ci95_low']:.3f}, "
+                    f"{task_values['codec_score_ci95_high']:.3f}] ({task_values['codec_examples']:.0f})"
+                )
+                codec_p += " (vs reference)"
         if decision.p_values["exchangeability"] is not None:
             exchangeability = (
                 f"{decision.p_values['exchangeability']:.3g} ({values[f'exchangeability_shards/{task},none']:.0f})"
@@ -687,7 +713,9 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
         "example by example, the exchangeability test one seen in its published order. CoDeC's p-value is the "
         f"one-sided binomial test of its score against {CODEC_NULL_SCORE:g} (the upper 95% bound of the highest "
         "score measured on unseen data of a kind the model was tuned on), not against 1/2: a model that has seen "
-        "data of a benchmark's kind scores its unseen examples far above 1/2 (docs/dataset-tests.md)."
+        "data of a benchmark's kind scores its unseen examples far above 1/2 (docs/dataset-tests.md). Where a task "
+        "has a reference of known-unseen examples of its kind (pdd_contamination's references), CoDeC's p-value is "
+        "instead the one-sided Fisher exact test of the task's score against the reference's."
     ]
     return ContaminationChecks(header, rows, verdicts, notes)
 
