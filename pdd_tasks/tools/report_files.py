@@ -69,6 +69,7 @@ from pdd_tasks.tools.report import (
     markdown_table,
     method_label,
     pdd_tasks_of,
+    shown,
     task_settings,
     warn_bad_values,
 )
@@ -446,14 +447,6 @@ def task_notes(report: TaskReport) -> list[str]:
 
 def _reference_code(report: TaskReport) -> list[str]:
     return [report.task] if task_settings(report.run.results, report.task).convention == "reference-code" else []
-
-
-def shown(model_or_path: str) -> str:
-    """A model or file as a report shows it: a local path by its last part, so a report can be shared
-    without the folders of the machine it was made on (the results JSON keeps the full path); a hub
-    id (``EleutherAI/pythia-2.8b``) as it is."""
-    path = Path(model_or_path)
-    return path.name if path.is_absolute() or path.exists() else model_or_path
 
 
 def settings_in_effect(run: Run, task: str) -> list[tuple[str, str]]:
