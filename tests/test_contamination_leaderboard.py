@@ -21,6 +21,8 @@ from pdd_tasks.tools.contamination_board import CONTAMINATION_COLUMNS, contamina
 from pdd_tasks.tools.report import contamination_checks, find_runs
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
 #: Model A, a local checkpoint (shown by its last part), tested in two runs; model B, a hub id, in two
 #: runs that both test arc_easy (the older one left out). Each task: (CoDeC drops of 1,000, exchangeability p).
 MODEL_A, MODEL_B = "/checkpoints/model-a", "org/model-b"
@@ -177,3 +179,9 @@ def test_two_checkpoints_of_one_name_keep_their_full_names():
         "org/m": "org/m",
     }
     assert model_names(["/a/ckpt"]) == {"/a/ckpt": "ckpt"}
+
+
+def test_every_column_is_documented():
+    page = (ROOT / "docs" / "report.md").read_text(encoding="utf-8")
+    section = page[page.index("### Contamination leaderboard columns") :]
+    assert [column for column in CONTAMINATION_COLUMNS if f"`{column}`" not in section] == []
