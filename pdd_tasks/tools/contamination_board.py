@@ -161,10 +161,11 @@ def contamination_board(runs: list[Run]) -> ContaminationBoard | None:
     used: dict[str, dict[str, tuple[Run, ContaminationValues]]] = {name: {} for name in names.values()}
     superseded: list[tuple[str, str, Run]] = []  # (model, benchmark, run left out)
     for run, read in sorted(readings, key=lambda item: item[0].timestamp):  # stable: the later given wins a tie
+        cells = used[names[run.model]]
         for benchmark in read.tasks:
-            if benchmark in used[names[run.model]]:
-                superseded.append((names[run.model], benchmark, used[names[run.model]][benchmark][0]))
-            used[names[run.model]][benchmark] = (run, read)
+            if benchmark in cells:
+                superseded.append((names[run.model], benchmark, cells[benchmark][0]))
+            cells[benchmark] = (run, read)
     benchmarks = list(dict.fromkeys(task for _, read in readings for task in read.tasks))
     rows = []
     for model, cells in used.items():
