@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import REPO, cpu_float32, harness_args, read_results, read_samples, run_lm_eval
 from standard_tasks_support import standard_tasks
@@ -82,6 +84,15 @@ def test_both_tests_on_each_task_beside_a_standard_eval(tiny_model, tasks_dir, t
     assert "<h2>Contamination checks (pdd_contamination)" in page
     assert f"<td>arc_easy_local</td><td>acc {accuracy:.3f} ± " in page
     assert "<b>gsm8k_local: no verdict: it needs both CoDeC and the exchangeability test" in page
+    # its contamination leaderboard: one model, this run's verdicts (the same Holm family) and numbers
+    board = json.loads((tmp_path / "report" / "contamination.json").read_text())
+    assert board["models"] == [tiny_model.name] and board["benchmarks"] == SOURCES
+    verdicts = {task: rows[task].split(" | ")[6] for task in SOURCES}
+    assert board["matrix"] == {tiny_model.name: verdicts} and verdicts["gsm8k_local"] == "no verdict"
+    arc, gsm8k = board["rows"]
+    assert (arc["exchangeability_p"], arc["accuracy"], arc["codec_examples"]) == (arc_p, accuracy, 24)
+    assert arc["codec_score"] == values["codec_score/arc_easy_local,none"]
+    assert gsm8k["exchangeability_p"] is None and "context window" in gsm8k["not_applied"]
 
     samples = read_samples(tmp_path / "out", "pdd_contamination")
     assert len(samples) == 2 * 24 + 12

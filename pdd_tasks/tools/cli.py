@@ -7,7 +7,7 @@
     lm-eval-pdd merge-tables | estimate-table | inspect-table | install-table | list-tables
                                                 # frequency tables, see pdd_tasks/tools/table_cli.py
     lm-eval-pdd table OUTPUT_PATH               # per-method table of every run in a folder
-    lm-eval-pdd report OUTPUT_PATH... --out DIR # HTML + Markdown report, plots, leaderboard
+    lm-eval-pdd report OUTPUT_PATH... --out DIR # HTML + Markdown report, plots, leaderboards (methods; contamination)
     lm-eval-pdd blind TASK [--metadata JSON]    # the blind baseline (texts only, no model)
     lm-eval-pdd decisions OUTPUT_PATH           # per-text decisions of an unlabelled pdd_custom run
     lm-eval-pdd zh-snippets --input F --output F  # Chinese texts cut to their first N jieba words
@@ -273,7 +273,8 @@ _COMMANDS: dict[str, Command] = {
         _run_table,
     ),
     "report": Command(
-        "an HTML + Markdown report (tables with 95%% intervals, ROC and score plots) and a leaderboard of runs",
+        "an HTML + Markdown report (tables with 95%% intervals, ROC and score plots) and leaderboards of runs "
+        "(methods; contamination verdicts, models x benchmarks)",
         _add_report,
         _run_report,
     ),

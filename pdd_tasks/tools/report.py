@@ -253,6 +253,14 @@ class Run:
         return Counts(len(samples), sum(labels), len(labels) - sum(labels))
 
 
+def shown(model_or_path: str) -> str:
+    """A model or file as a report shows it: a local path by its last part, so a report can be shared
+    without the folders of the machine it was made on (the results JSON keeps the full path); a hub
+    id (``EleutherAI/pythia-2.8b``) as it is."""
+    path = Path(model_or_path)
+    return path.name if path.is_absolute() or path.exists() else model_or_path
+
+
 def find_runs(paths: list[Path]) -> list[Run]:
     """Every run under ``paths`` (folders or results files), each once, in the order given."""
     runs: dict[Path, Run] = {}
@@ -398,19 +406,33 @@ ACCURACY_METRICS = (
 )
 
 
+def accuracy_of(values: dict | None) -> tuple[str, float | None, float | None] | None:
+    """A standard task's accuracy-like metric: (its key in the results, e.g. ``"acc,none"``, its value,
+    its standard error), the first of :data:`ACCURACY_METRICS` the task's results hold. The value is
+    None where it is damaged (:mod:`pdd_tasks.tools.result_values`), the standard error None where there
+    is none; None where the task has no such metric (or was not evaluated)."""
+    for key in ACCURACY_METRICS:
+        if key in (values or {}) and values[key] is None:  # damaged (pdd_tasks.tools.result_values)
+            return key, None, None
+        if isinstance((values or {}).get(key), (int, float)):
+            name, filter_name = key.split(",")
+            stderr = values.get(f"{name}_stderr,{filter_name}")
+            usable = isinstance(stderr, (int, float)) and not isinstance(stderr, bool) and stderr == stderr
+            return key, float(values[key]), float(stderr) if usable else None
+    return None
+
+
 def _accuracy(values: dict | None) -> str:
     """A standard task's accuracy as ``name value ± stderr``, or a dash where the run did not evaluate it."""
     if not values:
         return "- (not in this run)"
-    for key in ACCURACY_METRICS:
-        if key in values and values[key] is None:  # damaged (pdd_tasks.tools.result_values)
-            return f"{key.split(',')[0]} n/a (damaged in the results JSON)"
-        if isinstance(values.get(key), (int, float)):
-            name, filter_name = key.split(",")
-            stderr = values.get(f"{name}_stderr,{filter_name}")
-            shown = isinstance(stderr, (int, float)) and not isinstance(stderr, bool) and stderr == stderr
-            return f"{name} {values[key]:.3f}" + (f" ± {stderr:.3f}" if shown else "")
-    return "- (no accuracy metric)"
+    found = accuracy_of(values)
+    if found is None:
+        return "- (no accuracy metric)"
+    key, value, stderr = found
+    if value is None:
+        return f"{key.split(',')[0]} n/a (damaged in the results JSON)"
+    return f"{key.split(',')[0]} {value:.3f}" + (f" ± {stderr:.3f}" if stderr is not None else "")
 
 
 #: The controls the verdict cites (written by ``benchmarks/contamination_controls.py --package-data``).
@@ -582,14 +604,43 @@ def reference_drops(values: dict, task: str) -> tuple[int, int] | None:
     return round(score * int(examples)), int(examples)
 
 
-def contamination_checks(results: dict) -> ContaminationChecks | None:
-    """A ``pdd_contamination`` run: per source task, its accuracy from the same results JSON (where the
-    run evaluated it), CoDeC's score with its 95% interval and its p-value against the calibrated null
-    (:func:`pdd_metrics.verdict.codec_calibrated_pvalue`), the exchangeability test's p-value, both
-    Holm-adjusted across every p-value of the table, why a test did not apply, and a verdict that
-    fires on either test and names what it detected (:func:`pdd_metrics.verdict.decide_table`),
-    citing the measured level and power of each test (:func:`controls_line`). None without
-    ``pdd_contamination`` in the results."""
+@dataclass(frozen=True)
+class ContaminationValues:
+    """What one run's ``pdd_contamination`` results hold, read by :func:`contamination_values`.
+
+    ``values``: ``results.pdd_contamination`` (metrics ``<name>/<source task>,none``); ``summary``: its
+    ``configs.pdd_contamination.metadata.contamination`` ({} where the results JSON has none); ``tasks``:
+    the source tasks; ``found``: per task the tests' values as :func:`pdd_metrics.verdict.decide_table`
+    takes them (``{"codec": (drops, examples) or None, "exchangeability": p-value or None}``, None where
+    the test did not apply or its values are unusable); ``damaged``: (task, test) -> the unusable keys
+    of a test that ran (a value the checks replaced by None, a key missing, no CoDeC example scored).
+    """
+
+    values: dict
+    summary: dict
+    tasks: list[str]
+    found: dict[str, dict]
+    damaged: dict[tuple[str, str], list[str]]
+
+    def metric(self, name: str, task: str):
+        """The value of metric ``name`` (``codec_score``, ``exchangeability_shards``, ...) for ``task``, or None."""
+        return self.values.get(f"{name}/{task},none")
+
+    def not_applicable(self, task: str) -> dict[str, str]:
+        """Test -> why it did not apply to ``task``, as the run's summary says."""
+        tests = self.summary.get(task) if isinstance(self.summary.get(task), dict) else {}
+        return {
+            test: info["not_applicable"]
+            for test, info in tests.items()
+            if isinstance(info, dict) and info.get("not_applicable")
+        }
+
+
+def contamination_values(results: dict) -> ContaminationValues | None:
+    """The tests' values per source task of a ``pdd_contamination`` run (:class:`ContaminationValues`),
+    the one place that reads them from a results JSON (:func:`contamination_checks` and the report's
+    contamination leaderboard, :mod:`pdd_tasks.tools.contamination_board`). None without
+    ``pdd_contamination`` metrics in the results."""
     values = results.get("results", {}).get("pdd_contamination")
     if not isinstance(values, dict) or not values:
         return None
@@ -602,7 +653,7 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
     tasks = [task for task in tasks if not task.endswith("_stderr")]
     if not tasks:
         return None
-    from pdd_metrics.verdict import CODEC_NULL_SCORE, REFERENCE, decide_table
+    from pdd_metrics.verdict import REFERENCE
 
     found: dict[str, dict] = {}
     damaged: dict[tuple[str, str], list[str]] = {}
@@ -624,6 +675,23 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
                 found[task][REFERENCE] = reference_drops(values, task)
             else:
                 found[task][test] = values[keys[0]]
+    return ContaminationValues(values, summary, tasks, found, damaged)
+
+
+def contamination_checks(results: dict) -> ContaminationChecks | None:
+    """A ``pdd_contamination`` run: per source task, its accuracy from the same results JSON (where the
+    run evaluated it), CoDeC's score with its 95% interval and its p-value against the calibrated null
+    (:func:`pdd_metrics.verdict.codec_calibrated_pvalue`), the exchangeability test's p-value, both
+    Holm-adjusted across every p-value of the table, why a test did not apply, and a verdict that
+    fires on either test and names what it detected (:func:`pdd_metrics.verdict.decide_table`),
+    citing the measured level and power of each test (:func:`controls_line`). None without
+    ``pdd_contamination`` in the results."""
+    read = contamination_values(results)
+    if read is None:
+        return None
+    values, summary, tasks, found, damaged = read.values, read.summary, read.tasks, read.found, read.damaged
+    from pdd_metrics.verdict import CODEC_NULL_SCORE, decide_table
+
     decisions = decide_table(found)
     count = sum(p is not None for d in decisions.values() for p in d.p_values.values())
     controls = contamination_controls()
@@ -661,11 +729,7 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
         holm = ", ".join(
             f"{decision.adjusted[t]:.3g}" if decision.adjusted[t] is not None else "-" for t in VERDICT_TESTS
         )
-        reasons = [
-            f"{test}: {info['not_applicable']}"
-            for test, info in (summary.get(task) if isinstance(summary.get(task), dict) else {}).items()
-            if isinstance(info, dict) and info.get("not_applicable")
-        ]
+        reasons = [f"{test}: {why}" for test, why in read.not_applicable(task).items()]
         reasons += [
             f"{TEST_LABELS[test]}: not shown, the results JSON's "
             + "; ".join(

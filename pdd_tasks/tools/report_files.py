@@ -11,7 +11,10 @@ output folders and writes to DIR:
   scale as the membership-inference literature draws them) and ``scores_<task>_<run>.png``
   (member and non-member score histograms, one panel per method);
 - ``leaderboard.csv`` and ``leaderboard.json``: one row per (model, task, method), the columns of
-  :data:`LEADERBOARD_COLUMNS`.
+  :data:`LEADERBOARD_COLUMNS`;
+- where the runs hold ``pdd_contamination`` results, ``contamination.csv`` and ``contamination.json``:
+  the contamination leaderboard, a models x benchmarks matrix of verdicts, Holm's correction per model
+  (:mod:`pdd_tasks.tools.contamination_board`), also a section of both documents.
 
 A run of ``pdd_contamination`` gets its contamination table (accuracy, CoDeC, exchangeability, Holm,
 verdict per standard task) and verdict lines (:func:`pdd_tasks.tools.report.contamination_checks`)
@@ -54,6 +57,7 @@ from pdd_tasks import registry
 from pdd_tasks.loading import repeats
 from pdd_tasks.registry import METHOD_NAMES, RECORDED_KEYS, SETTINGS
 from pdd_tasks.tasks.aggregations import BLIND, FPR_BUDGETS
+from pdd_tasks.tools.contamination_board import CONTAMINATION_FILES, ContaminationBoard, contamination_board
 from pdd_tasks.tools.outputs import make_shareable, not_written, refuse_path_through_a_file, refuse_unsafe_output
 from pdd_tasks.tools.report import (
     BLIND_LABEL,
@@ -69,6 +73,7 @@ from pdd_tasks.tools.report import (
     markdown_table,
     method_label,
     pdd_tasks_of,
+    shown,
     task_settings,
     warn_bad_values,
 )
@@ -448,14 +453,6 @@ def _reference_code(report: TaskReport) -> list[str]:
     return [report.task] if task_settings(report.run.results, report.task).convention == "reference-code" else []
 
 
-def shown(model_or_path: str) -> str:
-    """A model or file as a report shows it: a local path by its last part, so a report can be shared
-    without the folders of the machine it was made on (the results JSON keeps the full path); a hub
-    id (``EleutherAI/pythia-2.8b``) as it is."""
-    path = Path(model_or_path)
-    return path.name if path.is_absolute() or path.exists() else model_or_path
-
-
 def settings_in_effect(run: Run, task: str) -> list[tuple[str, str]]:
     """(name, value) of the settings a task ran with, from the results JSON."""
     metadata = (run.results.get("configs", {}).get(task, {}) or {}).get("metadata") or {}
@@ -552,6 +549,14 @@ def _html_bold(text: str) -> str:
     return f"<b>{html.escape(text)}</b>"
 
 
+def _html_cell(lines: list[str] | None) -> str:
+    """A cell of the contamination matrix in HTML: its first line (the verdict) bold, one line each;
+    a dash where the model's runs did not test the benchmark."""
+    if lines is None:
+        return "-"
+    return "<br>".join([_html_bold(lines[0]), *map(html.escape, lines[1:])])
+
+
 def _html_verdict(line: str) -> str:
     """A verdict line of :class:`pdd_tasks.tools.report.ContaminationChecks` (``**task: verdict.** controls``)
     in HTML, its bold part bold."""
@@ -589,20 +594,24 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
             )
         if out.exists() and not out.is_dir():
             raise ResultsError(f"--out {out} is a file; name a folder for the report.")
-        existing = [out / name for name in REPORT_FILES if (out / name).exists()]
+        existing = [out / name for name in (*REPORT_FILES, *CONTAMINATION_FILES) if (out / name).exists()]
         if existing and not force:
             raise ReportExists(
                 f"{out} already holds a report ({', '.join(p.name for p in existing)}); pass --force to overwrite its "
                 "files, or choose another --out folder."
             )
+        contamination = contamination_board(runs)
         with staged_report(out) as staging:
-            written = _write_documents(runs, reports, skipped, checks, staging)
+            written = _write_documents(runs, reports, skipped, checks, contamination, staging)
+        if contamination is None:  # an earlier report's matrix (--force) would be read as this one's
+            for name in CONTAMINATION_FILES:
+                (out / name).unlink(missing_ok=True)
         return [out / path.name for path in written]
     finally:
         warn_bad_values(runs)
 
 
-def _write_documents(runs, reports, skipped, checks, out: Path) -> list[Path]:
+def _write_documents(runs, reports, skipped, checks, contamination: ContaminationBoard | None, out: Path) -> list[Path]:
     """Write the report's files into ``out`` (the staging folder); returns them, the documents last."""
     written: list[Path] = []
 
@@ -692,8 +701,25 @@ def _write_documents(runs, reports, skipped, checks, out: Path) -> list[Path]:
             *(f"<p class='note'>{html.escape(note)}</p>" for note in found.notes),
         ]
 
+    if contamination is not None:
+        md += ["## Contamination leaderboard", "", contamination.markdown(), ""]
+        body += [
+            "<h2>Contamination leaderboard</h2>",
+            _html_table(
+                ["model", *contamination.benchmarks],
+                [
+                    [html.escape(m), *(_html_cell(contamination.cell_lines(m, b)) for b in contamination.benchmarks)]
+                    for m in contamination.models
+                ],
+            ),
+            *(f"<p class='note'>{html.escape(note)}</p>" for note in contamination.notes),
+            "<p>Contamination files: <a href='contamination.csv'>contamination.csv</a>, "
+            "<a href='contamination.json'>contamination.json</a> (one row per model and benchmark).</p>",
+        ]
+        written += contamination.write(out)
+
     board = leaderboard(reports)
-    if len(runs) > 1:
+    if len(runs) > 1 and board:
         header = ["model", "task", "method", "AUC [95% CI]", "TPR@FPR<1%", "notes"]
         ranked = sorted(board, key=lambda r: (r["task"], -(r["auc"] or 0.0)))
         rows = [

@@ -1,0 +1,274 @@
+"""The contamination leaderboard of ``lm-eval-pdd report``: a models x benchmarks matrix of verdicts.
+
+Every ``pdd_contamination`` result of the runs given (read by
+:func:`pdd_tasks.tools.report.contamination_values`) gives a cell per (model, benchmark): the
+benchmark is a source task of ``pdd_contamination``, the model the run's, named as the rest of the
+report names it (:func:`pdd_tasks.tools.report.shown` of :attr:`pdd_tasks.tools.report.Run.model`; the
+full name where two models would be shown alike).
+
+- **Holm's family is the model.** A verdict is about a model, so each model's benchmarks, across all
+  the runs given, form one table, decided by :func:`pdd_metrics.verdict.decide_table`: Holm's
+  correction over every p-value of that table (CoDeC and the exchangeability test of each
+  benchmark). A p-value that rejects alone, or in one run's own table (the report's per-run sections,
+  corrected over that run's tests), may not reject here.
+- **One run per (model, benchmark).** Where several runs of a model tested the same benchmark, the
+  newest (by the date in its results file's name, which lm_eval writes sortably; the later given
+  where two share it) is used, and each run left out is named in the notes.
+
+The report writes it as ``contamination.csv`` (one row per (model, benchmark), the columns of
+:data:`CONTAMINATION_COLUMNS`), ``contamination.json`` (those rows, the matrix of verdicts, the notes)
+and a section of ``report.html`` and ``report.md`` (docs/report.md, "The contamination leaderboard").
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE, Decision, decide_table
+from pdd_tasks.tools.report import (
+    VERDICT_TESTS,
+    ContaminationValues,
+    Run,
+    accuracy_of,
+    contamination_values,
+    markdown_table,
+    shown,
+)
+
+
+#: The columns of ``contamination.csv`` and of the rows of ``contamination.json`` (stable; docs/report.md).
+CONTAMINATION_COLUMNS = (
+    "model",
+    "benchmark",
+    "verdict",
+    "detected",
+    "codec_score",
+    "codec_ci95_low",
+    "codec_ci95_high",
+    "codec_examples",
+    "codec_reference_score",
+    "codec_reference_examples",
+    "codec_p",
+    "codec_p_holm",
+    "codec_half_p_holm",
+    "exchangeability_p",
+    "exchangeability_p_holm",
+    "exchangeability_shards",
+    "not_applied",
+    "accuracy_metric",
+    "accuracy",
+    "accuracy_stderr",
+    "run",
+)
+
+#: The files of the contamination leaderboard.
+CONTAMINATION_FILES = ("contamination.csv", "contamination.json")
+
+
+@dataclass(frozen=True)
+class ContaminationBoard:
+    """The matrix: ``models`` (rows, as shown) by ``benchmarks`` (columns), one row of
+    :data:`CONTAMINATION_COLUMNS` per (model, benchmark) tested in ``rows``, and the ``notes`` a reader
+    must know (Holm's family, the runs left out, untested cells)."""
+
+    models: list[str]
+    benchmarks: list[str]
+    rows: list[dict]
+    notes: list[str]
+
+    def cell(self, model: str, benchmark: str) -> dict | None:
+        """The row of (``model``, ``benchmark``), or None where the model's runs did not test it."""
+        return next((r for r in self.rows if r["model"] == model and r["benchmark"] == benchmark), None)
+
+    def matrix(self) -> dict[str, dict[str, str | None]]:
+        """Model -> benchmark -> verdict (None: not tested)."""
+        return {
+            model: {b: row["verdict"] if (row := self.cell(model, b)) else None for b in self.benchmarks}
+            for model in self.models
+        }
+
+    def cell_lines(self, model: str, benchmark: str) -> list[str] | None:
+        """A matrix cell as lines: the verdict (and what was detected), each test's value and its p-values,
+        raw and Holm-adjusted, and why a test did not apply; None where the model's runs did not test the
+        benchmark."""
+        row = self.cell(model, benchmark)
+        if row is None:
+            return None
+        verdict = row["verdict"] + (f": {row['detected']}" if row["detected"] else "")
+        if row["codec_p"] is None:
+            codec = "CoDeC did not apply"
+        else:
+            codec = (
+                f"CoDeC {row['codec_score']:.3f} [{row['codec_ci95_low']:.3f}, {row['codec_ci95_high']:.3f}] "
+                f"({row['codec_examples']} examples)"
+                + (
+                    f" vs its reference {row['codec_reference_score']:.3f} ({row['codec_reference_examples']} examples)"
+                    if row["codec_reference_examples"]
+                    else ""
+                )
+                + f", p {row['codec_p']:.3g}, Holm {row['codec_p_holm']:.3g}"
+            )
+        if row["exchangeability_p"] is None:
+            exchangeability = "exchangeability did not apply"
+        else:
+            exchangeability = (
+                f"exchangeability p {row['exchangeability_p']:.3g} ({row['exchangeability_shards']} shards), "
+                f"Holm {row['exchangeability_p_holm']:.3g}"
+            )
+        return [verdict, codec, exchangeability] + ([f"why: {row['not_applied']}"] if row["not_applied"] else [])
+
+    def markdown(self) -> str:
+        """The matrix as a Markdown table (a cell's lines joined by "; ", the verdict bold; "-": not
+        tested) and the notes under it."""
+
+        def cell(model: str, benchmark: str) -> str:
+            lines = self.cell_lines(model, benchmark)
+            return "-" if lines is None else "; ".join([f"**{lines[0]}**", *lines[1:]])
+
+        table = markdown_table(
+            ["model", *self.benchmarks], [[m, *(cell(m, b) for b in self.benchmarks)] for m in self.models]
+        )
+        return table + "\n\n" + "\n\n".join(self.notes)
+
+    def to_json(self) -> dict:
+        """What ``contamination.json`` holds: the rule, the models and benchmarks, the matrix of verdicts,
+        the rows (long form, the CSV's columns) and the notes."""
+        return {
+            "alpha": ALPHA,
+            "codec_null": CODEC_NULL_SCORE,
+            "holm_family": "model",
+            "models": self.models,
+            "benchmarks": self.benchmarks,
+            "matrix": self.matrix(),
+            "rows": self.rows,
+            "notes": self.notes,
+        }
+
+    def write(self, out: Path) -> list[Path]:
+        """Write :data:`CONTAMINATION_FILES` into the folder ``out``; returns them."""
+        csv_file, json_file = (out / name for name in CONTAMINATION_FILES)
+        with csv_file.open("w", newline="") as stream:
+            writer = csv.DictWriter(stream, fieldnames=CONTAMINATION_COLUMNS)
+            writer.writeheader()
+            writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in self.rows)
+        json_file.write_text(json.dumps(self.to_json(), indent=1) + "\n")
+        return [csv_file, json_file]
+
+
+def contamination_board(runs: list[Run]) -> ContaminationBoard | None:
+    """The contamination leaderboard of ``runs`` (module docstring), or None where none of them holds
+    ``pdd_contamination`` results."""
+    readings = [(run, read) for run in runs if (read := contamination_values(run.results))]
+    if not readings:
+        return None
+    names = model_names([run.model for run, _ in readings])
+    used: dict[str, dict[str, tuple[Run, ContaminationValues]]] = {name: {} for name in names.values()}
+    superseded: list[tuple[str, str, Run]] = []  # (model, benchmark, run left out)
+    for run, read in sorted(readings, key=lambda item: item[0].timestamp):  # stable: the later given wins a tie
+        cells = used[names[run.model]]
+        for benchmark in read.tasks:
+            if benchmark in cells:
+                superseded.append((names[run.model], benchmark, cells[benchmark][0]))
+            cells[benchmark] = (run, read)
+    benchmarks = list(dict.fromkeys(task for _, read in readings for task in read.tasks))
+    rows = []
+    for model, cells in used.items():
+        decisions = decide_table({benchmark: read.found[benchmark] for benchmark, (_, read) in cells.items()})
+        for benchmark in (b for b in benchmarks if b in cells):
+            run, read = cells[benchmark]
+            rows.append(_row(model, benchmark, run, read, decisions[benchmark]))
+    board = ContaminationBoard(list(used), benchmarks, rows, [])
+    board.notes.extend(_notes(board, used, superseded))
+    return board
+
+
+def model_names(models: list[str]) -> dict[str, str]:
+    """Each model as the report shows it (:func:`pdd_tasks.tools.report.shown`), or its full name where
+    two of ``models`` would be shown alike (two local checkpoints of one name)."""
+    short = {model: shown(model) for model in models}
+    counts = Counter(short.values())
+    return {model: name if counts[name] == 1 else model for model, name in short.items()}
+
+
+def _row(model: str, benchmark: str, run: Run, read: ContaminationValues, decision: Decision) -> dict:
+    """The row of :data:`CONTAMINATION_COLUMNS` of one (model, benchmark): the values of the run used,
+    the decision of the model's table. A test's columns are empty where it did not apply or its values
+    are unusable (``not_applied`` says which)."""
+    codec, exchangeability = (read.found[benchmark][test] for test in VERDICT_TESTS)
+    accuracy = accuracy_of(run.results["results"].get(benchmark)) or (None, None, None)
+    row = {
+        "model": model,
+        "benchmark": benchmark,
+        "verdict": decision.verdict,
+        "detected": "; ".join(decision.detected),
+        "codec_score": read.metric("codec_score", benchmark) if codec is not None else None,
+        "codec_ci95_low": read.metric("codec_score_ci95_low", benchmark) if codec is not None else None,
+        "codec_ci95_high": read.metric("codec_score_ci95_high", benchmark) if codec is not None else None,
+        "codec_examples": codec[1] if codec is not None else None,
+        "codec_reference_score": read.metric("reference_codec_score", benchmark) if decision.reference else None,
+        "codec_reference_examples": decision.reference[1] if decision.reference else None,
+        "codec_p": decision.p_values["codec"],
+        "codec_p_holm": decision.adjusted["codec"],
+        "codec_half_p_holm": decision.codec_half_adjusted,
+        "exchangeability_p": decision.p_values["exchangeability"],
+        "exchangeability_p_holm": decision.adjusted["exchangeability"],
+        "exchangeability_shards": (
+            int(read.metric("exchangeability_shards", benchmark)) if exchangeability is not None else None
+        ),
+        "not_applied": _not_applied(read, benchmark),
+        "accuracy_metric": accuracy[0],
+        "accuracy": accuracy[1],
+        "accuracy_stderr": accuracy[2],
+        "run": str(run.file),
+    }
+    return {column: row[column] for column in CONTAMINATION_COLUMNS}
+
+
+def _not_applied(read: ContaminationValues, benchmark: str) -> str:
+    """``"exchangeability: 2 shards are longer than the context"``: each test left out of the verdict
+    and why (the run's summary; values unusable in the results JSON; not in the results), "; "-joined."""
+    reasons = read.not_applicable(benchmark)
+    for test in VERDICT_TESTS:
+        if read.found[benchmark][test] is None and test not in reasons:
+            keys = read.damaged.get((benchmark, test))
+            reasons[test] = (
+                f"unusable values in the results JSON ({', '.join(key.removesuffix(',none') for key in keys)})"
+                if keys
+                else "not in the results"
+            )
+    return "; ".join(f"{test}: {why}" for test, why in reasons.items())
+
+
+def _notes(board: ContaminationBoard, used: dict, superseded: list[tuple[str, str, Run]]) -> list[str]:
+    """What a reader of the matrix must know: Holm's family (each model's count of p-values), what a
+    verdict means, each run left out and the cells not tested."""
+    tests = Counter(row["model"] for row in board.rows for test in VERDICT_TESTS if row[f"{test}_p"] is not None)
+    counts = ", ".join(f"{model} {tests[model]}" for model in board.models)
+    notes = [
+        f"One row per model, one column per benchmark (a source task of pdd_contamination). Holm's correction "
+        f"runs per model, over every p-value of that model's benchmarks in these runs (CoDeC and exchangeability "
+        f"of each; p-values per model: {counts}), family-wise error rate {ALPHA}: a verdict is about a model, so "
+        "its family is every test of the model, and a p-value that rejects alone, or in a run's own contamination "
+        f"table, may not reject here. CoDeC's p-value is against its calibrated null {CODEC_NULL_SCORE:g}, not "
+        "1/2, or, for a benchmark with a reference of known-unseen examples of its kind, the one-sided Fisher exact "
+        "test against the reference's score. contaminated: a test rejects (what it detected is named); inconclusive: none does, but CoDeC's score "
+        "is significantly above 1/2 (the model has seen this benchmark or data of its kind); not detected: none "
+        "does and both applied (no evidence of a clean benchmark); no verdict: none does and a test did not apply. "
+        "Every number per model and benchmark: contamination.csv, contamination.json (docs/report.md)."
+    ]
+    left_out: dict[tuple[str, Run], list[str]] = {}
+    for model, benchmark, run in superseded:
+        left_out.setdefault((model, run), []).append(benchmark)
+    for (model, run), benchmarks in left_out.items():
+        newer = dict.fromkeys(str(used[model][b][0].file) for b in benchmarks)
+        notes.append(
+            f"Left out: the run {run.file} ({run.timestamp}) of {model} for {', '.join(benchmarks)}; a newer run of "
+            f"the model tested {'it' if len(benchmarks) == 1 else 'them'} and is used ({', '.join(newer)})."
+        )
+    if any(board.cell(m, b) is None for m in board.models for b in board.benchmarks):
+        notes.append("-: the model's runs did not test this benchmark.")
+    return notes
