@@ -50,6 +50,13 @@ def tasks_dir(tmp_path_factory):
         ({"source_tasks": ["a"], "codec": {"data_files": "x.jsonl"}}, "name the tasks in source_tasks"),
         ({"source_tasks": ["a"], "max_examples": 200}, "give it in the test's block"),
         ({"source_task": ["a"]}, "source_tasks=None"),
+        ({"source_tasks": ["a"], "references": ["b"]}, "expected an object mapping a source task"),
+        ({"source_tasks": ["a"], "references": {"c": "b"}}, r"references names \['c'\], not in source_tasks"),
+        ({"source_tasks": ["a", "b"], "references": {"a": "b"}}, "is both a source task and a reference"),
+        (
+            {"source_tasks": ["a"], "tests": ["exchangeability"], "references": {"a": "b"}},
+            "none of tests=\\['exchangeability'\\] compares to a reference",
+        ),
     ],
 )
 def test_pdd_contamination_checks_every_key_nested_ones_included(metadata, message):
@@ -106,6 +113,37 @@ def test_the_planned_requests_are_logged(tasks_dir, caplog):
     with caplog.at_level(logging.INFO, logger="pdd_tasks"):
         build_task("contamination", metadata)
     assert "pdd_contamination: 88 requests planned (codec on arc_easy_local: 48, exchangeability on arc_easy_local: 40)" in caplog.text  # fmt: skip
+
+
+def test_a_reference_is_scored_by_codec_with_the_tasks_settings_and_a_reference_too_small_is_refused(tasks_dir):
+    metadata = {
+        "source_tasks": ["arc_easy_local"],
+        "source_include_path": str(tasks_dir),
+        "references": {"arc_easy_local": "gsm8k_local"},
+        "codec": {"seed": 3},
+        "exchangeability": {"num_shards": 4, "permutations": 9},
+    }
+    task = build_task("contamination", metadata)
+    roles = [(doc["test"], doc["role"]) for doc in task.documents]
+    assert roles.count(("codec", "reference")) == 24 and roles.count(("codec", None)) == 24
+    assert ("exchangeability", "reference") not in roles  # only a test that compares to a reference scores it
+    assert task.config.metadata["contamination"]["arc_easy_local"]["codec"]["reference"]["task"] == "gsm8k_local"
+    reference_doc = next(doc for doc in task.documents if doc["role"] == "reference")
+    assert task.process_results(reference_doc, [(-2.0, False), (-3.0, False)]) == {
+        f"reference_{metric}/arc_easy_local": -1.0 for metric in DATASET_TESTS["codec"].metrics
+    }
+    (tasks_dir / "data" / "two.jsonl").write_text(
+        "".join(line + "\n" for line in (tasks_dir / "data" / "gsm8k_test.jsonl").read_text().splitlines()[:2])
+    )
+    (tasks_dir / "gsm8k_two.yaml").write_text(
+        f"include: gsm8k_local.yaml\ntask: gsm8k_two\ndataset_kwargs:\n  data_files:\n    train: {tasks_dir}/data/gsm8k_train.jsonl\n"
+        f"    test: {tasks_dir}/data/two.jsonl\n"
+    )
+    with pytest.raises(UserError, match="the reference gsm8k_two cannot be scored: .* 2 example.* too few"):
+        build_task(
+            "contamination",
+            metadata | {"references": {"arc_easy_local": "gsm8k_two"}, "codec": {"context_examples": 2}},
+        )
 
 
 # -- item 1: repeated examples ------------------------------------------------------------------------

@@ -9,12 +9,21 @@ from __future__ import annotations
 
 import doctest
 
+import numpy as np
 import pytest
 
 import pdd_metrics.verdict
 from pdd_metrics.codec import codec_pvalue
 from pdd_metrics.multiple_testing import holm_adjusted
-from pdd_metrics.verdict import CODEC_NULL_SCORE, DETECTS, codec_calibrated_pvalue, decide, decide_table, verdict_of
+from pdd_metrics.verdict import (
+    CODEC_NULL_SCORE,
+    DETECTS,
+    codec_calibrated_pvalue,
+    codec_reference_pvalue,
+    decide,
+    decide_table,
+    verdict_of,
+)
 from pdd_tasks.tools.report import command_of, contamination_checks, contamination_controls
 
 
@@ -69,6 +78,25 @@ def test_codec_is_tested_against_its_calibrated_null_not_one_half():
     assert decide({"codec": (560, 1000), "exchangeability": 0.5}).verdict == "inconclusive"
     with pytest.raises(ValueError, match="null must be in"):
         codec_calibrated_pvalue(3, 4, 1.0)
+
+
+def test_with_a_reference_codec_is_tested_against_it_and_holds_its_level():
+    # the measured cases: the tuned file (47/48) against an unseen file of its shape (40/48) and against
+    # issue 33's unseen plain texts (27/48); a file that scores like its reference is not flagged, and
+    # not "inconclusive" either (the reference says what its kind scores)
+    assert codec_reference_pvalue(47, 48, 27, 48) < 1e-5
+    assert decide({"codec": (47, 48), "codec_reference": (27, 48), "exchangeability": 0.5}).verdict == "contaminated"
+    like_its_kind = decide({"codec": (900, 1000), "codec_reference": (905, 1000), "exchangeability": 0.5})
+    assert like_its_kind.verdict == "not detected" and like_its_kind.codec_half_adjusted is None
+    assert like_its_kind.reference == (905, 1000)
+    # its level: two samples of the same unseen data of a kind the model knows (rate 0.85), 1,000 each
+    rng = np.random.default_rng(0)
+    rejects = [
+        codec_reference_pvalue(int(a), 1000, int(b), 1000) <= 0.05 for a, b in rng.binomial(1000, 0.85, (2000, 2))
+    ]
+    assert np.mean(rejects) <= 0.05
+    with pytest.raises(ValueError, match="reference_drops must be"):
+        codec_reference_pvalue(3, 4, 5, 4)
 
 
 # measured (module docstring of pdd_metrics.verdict): CoDeC drops of 48 and the exchangeability p-value,
