@@ -91,6 +91,7 @@ def test_the_untuned_model_is_not_called_contaminated(news_tasks, tmp_path):
         == "news_fresh_local"
     )
     table = print_method_table(tmp_path / "out")
+    print(f"\nuntuned model:\n{table}")  # docs/dataset-tests.md quotes it: pytest -s tests/test_verdict_end_to_end.py
     assert "| not detected |" in verdict_row(table, "news_local"), table
     assert "against its reference of known-unseen examples" in table
 
@@ -101,6 +102,7 @@ def test_the_model_tuned_example_by_example_is_called_contaminated(news_tasks, t
     file, reference = values["codec_score/news_local,none"], values["reference_codec_score/news_local,none"]
     assert file > reference + 0.2, (file, reference)
     table = print_method_table(tmp_path / "out")
+    print(f"\ntuned model:\n{table}")
     assert "| contaminated |" in verdict_row(table, "news_local"), table
     line = next(line for line in table.splitlines() if line.startswith("- **news_local: "))
     assert "contaminated: seen example by example (CoDeC rejects" in line

@@ -1,0 +1,128 @@
+"""What a contamination check costs beside the eval it checks (issue 33, item 4).
+
+An ARC-shaped local task of ``--examples`` four-choice questions (lm-eval's stock ``arc_easy`` YAML
+pointed at a local file; each question a cloze of a WikiMIA text shipped with the package, its blank
+among 3 words of other texts): the requests lm-eval builds for the eval itself (one per choice), and
+those ``pdd_contamination`` builds for CoDeC and for the exchangeability test at each ``--settings``
+(``shards x permutations``; the defaults 50 x 250 first), counted as requests and as tokens of the
+default model's tokenizer (context and continuation of each request, one start token where the
+tokenizer adds one): on a CPU or GPU forward pass a token of a short sequence costs about the same as
+any other, so the token ratio is the cost ratio. No model is run.
+
+    python benchmarks/contamination_cost.py --examples 1000 --settings 50x250 50x20 50x10 50x4 20x4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from _common import machine
+
+from pdd_tasks.loading.benchmark_data import PACKAGED_DATA
+from pdd_tasks.loading.files import read_jsonl
+
+
+SPLITS = ("WikiMIA_length32", "WikiMIA_length64", "WikiMIA_length128", "WikiMIA_length256")
+
+
+def arc_rows(n: int, seed: int = 0) -> list[dict]:
+    """``n`` ARC-shaped rows: the first 24 words of a shipped WikiMIA text with one word blanked, the
+    blanked word and 3 words of other texts as the choices."""
+    texts = [row["input"] for split in SPLITS for row in read_jsonl(PACKAGED_DATA / "wikimia" / f"{split}.jsonl")]
+    rng = np.random.default_rng(seed)
+    rows = []
+    for index in rng.choice(len(texts), n, replace=len(texts) < n):
+        words = texts[index].split()[:24]
+        blank = int(rng.integers(len(words) // 2, len(words)))
+        others = [texts[int(i)].split()[0] for i in rng.choice(len(texts), 3)]
+        choices = [words[blank], *others]
+        order = rng.permutation(4)
+        labels = list("ABCD")
+        rows.append(
+            {
+                "id": f"cost-{len(rows)}",
+                "question": f'Which word fills the blank in "{" ".join(words[:blank] + ["____"] + words[blank + 1 :])}"?',
+                "choices": {"text": [choices[i] for i in order], "label": labels},
+                "answerKey": labels[int(np.where(order == 0)[0][0])],
+            }
+        )
+    return rows
+
+
+def task_folder(folder: Path, examples: int) -> Path:
+    import lm_eval.tasks
+
+    stock = Path(lm_eval.tasks.__file__).parent
+    data = folder / "arc_test.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in arc_rows(examples)))
+    train = folder / "arc_train.jsonl"
+    train.write_text("".join(json.dumps(row) + "\n" for row in arc_rows(8, seed=1)))
+    (folder / "arc_easy_cost.yaml").write_text(
+        f"include: {stock}/arc/arc_easy.yaml\ntask: arc_easy_cost\ntag: []\ndataset_path: json\ndataset_name: null\n"
+        f"dataset_kwargs:\n  data_files:\n    train: {train}\n    test: {data}\ntest_split: test\nvalidation_split: null\n"
+    )
+    return folder
+
+
+def request_tokens(task, tokenizer) -> tuple[int, int]:
+    """(requests, tokens) of the requests lm-eval builds for ``task`` (every document, 0-shot)."""
+    task.build_all_requests(limit=None, rank=0, world_size=1)
+    start = len(tokenizer("x").input_ids) - len(tokenizer("x", add_special_tokens=False).input_ids)
+    pairs = [instance.args for instance in task.instances]
+    tokens = sum(len(tokenizer(context + continuation, add_special_tokens=False).input_ids) + start for context, continuation in pairs)  # fmt: skip
+    return len(pairs), tokens
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--examples", type=int, default=1000)
+    parser.add_argument("--settings", nargs="+", default=["50x250", "50x20", "50x10", "50x4", "20x4"])
+    parser.add_argument("--model", default=None, help="whose tokenizer counts the tokens (default: the default model)")
+    args = parser.parse_args()
+    from lm_eval.tasks import TaskManager, get_task_dict
+    from transformers import AutoTokenizer
+
+    from pdd_tasks.tasks.dataset_test import ContaminationTask
+
+    if args.model is None:
+        from pdd_tasks.tools.default_model import ensure_default_model
+
+        args.model = str(ensure_default_model())
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = task_folder(Path(tmp), args.examples)
+        eval_task = get_task_dict(["arc_easy_cost"], TaskManager(include_path=str(folder)))["arc_easy_cost"]
+        rows = [("the eval itself (arc_easy, 0-shot)", *request_tokens(eval_task, tokenizer))]
+        for setting in args.settings:
+            shards, permutations = (int(x) for x in setting.split("x"))
+            metadata = {
+                "source_tasks": ["arc_easy_cost"],
+                "source_include_path": str(folder),
+                "exchangeability": {"num_shards": shards, "permutations": permutations, "max_requests": 10**6},
+            }
+            config = {"task": "pdd_contamination", "dataset_path": "local", "output_type": "loglikelihood"}
+            check = ContaminationTask(config={**config, "test_split": "test", "doc_to_text": "", "doc_to_target": "", "metadata": metadata})  # fmt: skip
+            check.build_all_requests(limit=None, rank=0, world_size=1)
+            for test in ("codec", "exchangeability"):
+                if test == "codec" and setting != args.settings[0]:
+                    continue  # CoDeC's requests do not depend on the exchangeability settings
+                mine = [i for i in check.instances if i.doc["test"] == test]
+                start = len(tokenizer("x").input_ids) - len(tokenizer("x", add_special_tokens=False).input_ids)
+                tokens = sum(len(tokenizer(c + x, add_special_tokens=False).input_ids) + start for c, x in (i.args for i in mine))  # fmt: skip
+                label = "CoDeC (defaults: 1 in-context example, up to 1,000 examples)" if test == "codec" else f"exchangeability {shards} x {permutations}"  # fmt: skip
+                rows.append((label, len(mine), tokens))
+    eval_tokens = rows[0][2]
+    print(f"ARC-shaped task of {args.examples} examples; tokens of {Path(args.model).name}'s tokenizer; {machine()}\n")
+    print("| requests of | requests | tokens | tokens / the eval's |\n|---|---|---|---|")
+    for label, requests, tokens in rows:
+        print(f"| {label} | {requests:,} | {tokens:,} | {tokens / eval_tokens:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
