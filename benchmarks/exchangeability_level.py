@@ -33,7 +33,7 @@ from _common import lm_eval_run, machine
 
 from pdd_metrics.exchangeability import sharded_comparison_test
 from pdd_tasks.loading.benchmark_data import PACKAGED_DATA
-from pdd_tasks.loading.files import read_jsonl
+from pdd_tasks.loading.files import read_json, read_jsonl
 
 
 def untouched_file(path: Path, examples: int, seed: int) -> Path:
@@ -85,6 +85,9 @@ def main() -> int:
     parser.add_argument("--alpha", type=float, nargs="+", default=[0.05, 0.01])
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--reuse", action="store_true", help="resample the runs already in --workdir (other --cells), no model run"
+    )
     args = parser.parse_args()
     if args.model is None:
         from pdd_tasks.tools.default_model import ensure_default_model
@@ -97,10 +100,13 @@ def main() -> int:
     began = time.perf_counter()
     files = []
     for seed in range(args.files):
-        data = untouched_file(args.workdir / f"untouched_{seed}.jsonl", args.examples, seed)
+        data = untouched_file(args.workdir / f"untouched_{seed}.jsonl", args.examples, seed)  # the same rows again
         out = args.workdir / f"run_{seed}"
         metadata = {"data_files": str(data), "num_shards": args.shards, "permutations": args.orders}
-        seconds, results = lm_eval_run(args.model, "pdd_exchangeability", out, metadata=metadata, batch_size=args.batch_size, log_samples=True)  # fmt: skip
+        if args.reuse and list(out.rglob("results_*.json")):
+            seconds, results = None, read_json(sorted(out.rglob("results_*.json"))[-1])
+        else:
+            seconds, results = lm_eval_run(args.model, "pdd_exchangeability", out, metadata=metadata, batch_size=args.batch_size, log_samples=True)  # fmt: skip
         orders = scored_orders(out)
         levels = {}
         for shards, permutations in args.cells:
@@ -110,7 +116,7 @@ def main() -> int:
             {
                 "seed": seed,
                 "file_order_pvalue": results["results"]["pdd_exchangeability"]["exchangeability_pvalue,none"],
-                "seconds": round(seconds, 1),
+                "seconds": None if seconds is None else round(seconds, 1),
                 "levels": levels,
             }
         )

@@ -132,6 +132,11 @@ def test_a_reference_is_scored_by_codec_with_the_tasks_settings_and_a_reference_
     assert task.process_results(reference_doc, [(-2.0, False), (-3.0, False)]) == {
         f"reference_{metric}/arc_easy_local": -1.0 for metric in DATASET_TESTS["codec"].metrics
     }
+    (tasks_dir / "arc_easy_copy.yaml").write_text("include: arc_easy_local.yaml\ntask: arc_easy_copy\n")
+    with pytest.raises(
+        UserError, match="24 example\\(s\\) of the reference arc_easy_copy are also examples of the task"
+    ):
+        build_task("contamination", metadata | {"references": {"arc_easy_local": "arc_easy_copy"}})
     (tasks_dir / "data" / "two.jsonl").write_text(
         "".join(line + "\n" for line in (tasks_dir / "data" / "gsm8k_test.jsonl").read_text().splitlines()[:2])
     )

@@ -96,3 +96,26 @@ def test_a_new_test_runs_through_the_task_class_from_its_entry_alone(tiny_model,
     assert (
         "25 requests (5 x repeat 5), more than max_requests=20" in run_lm_eval(costly, cwd=tmp_path, check=False).stderr
     )
+
+
+def test_pdd_contamination_has_its_own_cheaper_defaults_and_a_block_still_wins(tmp_path):
+    # beside an eval the exchangeability test scores 1 permutation a shard (its cost is (permutations
+    # + 1) passes over the file: about the eval's), alone the reference code's 250
+    from dataset_tests_support import build_task
+    from standard_tasks_support import standard_tasks
+
+    from pdd_tasks.dataset_tests.core import read_settings
+
+    tasks = standard_tasks(tmp_path)
+    metadata = {
+        "source_tasks": ["arc_easy_local"],
+        "source_include_path": str(tasks),
+        "exchangeability": {"num_shards": 4},
+    }
+    check = build_task("contamination", metadata)
+    assert check.settings[("arc_easy_local", "exchangeability")].permutations == 1
+    own = build_task("contamination", metadata | {"exchangeability": {"num_shards": 4, "permutations": 7}})
+    assert own.settings[("arc_easy_local", "exchangeability")].permutations == 7
+    assert read_settings(DATASET_TESTS["exchangeability"], {}, "pdd_exchangeability").permutations == 250
+    with pytest.raises(RuntimeError, match="contamination_defaults \\['permutation'\\] are no settings"):
+        DatasetTest(**{**{f.name: getattr(DATASET_TESTS["exchangeability"], f.name) for f in dataclasses.fields(DatasetTest) if f.init}, "contamination_defaults": {"permutation": 1}})  # fmt: skip

@@ -128,6 +128,9 @@ class DatasetTest:
             known-unseen examples of the benchmark's kind (CoDeC): in ``pdd_contamination`` a task's
             ``references`` entry is scored by it with the same settings, into the metrics
             ``reference_<metric>`` (:func:`reference_metric`).
+        contamination_defaults: defaults of its settings inside ``pdd_contamination`` where they
+            differ from its own task's: the check beside an eval should cost about the eval (issue 33;
+            docs/dataset-tests.md, "What a check costs"); a block's own value wins.
     """
 
     name: str
@@ -144,6 +147,7 @@ class DatasetTest:
     item: Callable[[dict, list], Any]
     distinct_examples: bool = False
     compares_to_reference: bool = False
+    contamination_defaults: dict = field(default_factory=dict)
     settings_class: type = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -151,6 +155,11 @@ class DatasetTest:
         names = [setting.name for setting in every]
         if len(set(names)) != len(names):
             raise RuntimeError(f"dataset-level test {self.name!r} declares a setting twice: {names}")
+        unknown = set(self.contamination_defaults) - set(names)
+        if unknown:
+            raise RuntimeError(
+                f"dataset-level test {self.name!r}: contamination_defaults {sorted(unknown)} are no settings"
+            )
         settings_class = dataclasses.make_dataclass(
             f"{self.name.title().replace('_', '')}Settings",
             [(setting.name, Any, field(default=setting.default)) for setting in every],

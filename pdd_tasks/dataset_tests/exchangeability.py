@@ -255,5 +255,9 @@ EXCHANGEABILITY = register(
         documents=shard_documents,
         requests=exchangeability_arguments,
         item=exchangeability_item,
+        # beside an eval, 1 permutation a shard: the check then costs about the eval (its cost is
+        # (permutations + 1) passes over the file, whatever the shards), and the t-test holds its level
+        # there (docs/dataset-tests.md, "What a check costs")
+        contamination_defaults={"permutations": 1},
     )
 )

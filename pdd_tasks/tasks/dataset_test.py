@@ -43,7 +43,7 @@ from pdd_tasks.dataset_tests.core import (
     reference_metric,
     source_keys,
 )
-from pdd_tasks.errors import UserError
+from pdd_tasks.errors import UserError, excerpt
 from pdd_tasks.loading.examples import ExampleSource
 from pdd_tasks.registry import SettingError, check_metadata_keys
 from pdd_tasks.tasks.base import loglikelihood_requests, refuse_run_options
@@ -262,7 +262,10 @@ class ContaminationTask(DatasetTestTask):
                     f"pdd_contamination: {test}: the source of the examples ({', '.join(k for k in source_keys() if k in own)}) "
                     "is not a setting of one test: name the tasks in source_tasks (and source_include_path) at the top level."
                 )
-            settings[test] = read_settings(DATASET_TESTS[test], own, f"pdd_contamination: {test}", strict=True)
+            defaults = DATASET_TESTS[test].contamination_defaults
+            settings[test] = read_settings(
+                DATASET_TESTS[test], {**defaults, **own}, f"pdd_contamination: {test}", strict=True
+            )
         references = reference_tasks(metadata, names, list(blocks))
         include = metadata.get("source_include_path") or None
         model = model_window(metadata)
@@ -286,7 +289,7 @@ class ContaminationTask(DatasetTestTask):
                 metrics += [(metric_name(m, name), aggregate, higher) for m, (aggregate, higher) in test.metrics.items()]  # fmt: skip
                 if test.compares_to_reference and name in references:
                     built, summary[name][test_name]["reference"], planned[(name, f"{test_name} reference")] = (
-                        self.reference(test, own, references[name], include, model, where)
+                        self.reference(test, own, references[name], include, model, where, examples)
                     )
                     documents += [{"test": test_name, "source_task": name, "role": "reference", **doc} for doc in built]
                     metrics += [
@@ -306,10 +309,18 @@ class ContaminationTask(DatasetTestTask):
         return documents, metrics, {"contamination": summary}
 
     @staticmethod
-    def reference(test: DatasetTest, settings, reference: str, include, model, where: str):
+    def reference(test: DatasetTest, settings, reference: str, include, model, where: str, tested: list[str]):
         """``(documents, summary, planned requests)`` of ``test`` on the reference task ``reference``, with the
-        source task's settings. A test that cannot apply to it is an error: the run asked for the comparison."""
+        source task's settings. A test that cannot apply to it is an error, and so is an example it shares
+        with the ``tested`` examples: the run asked for a comparison with examples the model has not seen."""
         examples, source = ExampleSource(source_task=reference, source_include_path=include).load()
+        shared = set(examples) & set(tested)
+        if shared:
+            raise ContaminationError(
+                f"{where}: {len(shared)} example(s) of the reference {reference} are also examples of the task tested "
+                f"(e.g. {excerpt(next(iter(shared)))}); a reference holds examples the model cannot have seen. "
+                "Remove them from the reference."
+            )
         try:
             documents, summary, planned = prepare(
                 test, settings, examples, source, model, f"{where} (reference {reference})"

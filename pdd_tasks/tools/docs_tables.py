@@ -134,9 +134,11 @@ def dataset_tests_section(tests=None) -> list[str]:
         ]
         for setting in test.all_settings:
             hint = setting.hint.strip().removeprefix("(").removesuffix(")")
+            default = _value(setting.default)
+            if setting.name in test.contamination_defaults:
+                default += f" ({_value(test.contamination_defaults[setting.name])} in `pdd_contamination`)"
             lines.append(
-                f"| `{setting.name}` | {_value(setting.default)} | {_cell(setting.doc)} | {check_text(setting.check)} | "
-                f"{_cell(hint)} |"
+                f"| `{setting.name}` | {default} | {_cell(setting.doc)} | {check_text(setting.check)} | {_cell(hint)} |"
             )
         lines.append("")
     return lines
