@@ -471,12 +471,25 @@ def markdown(found: dict) -> str:
     return "\n".join(lines)
 
 
+def tune_once(directory: Path, tuned_from, data: Path, epochs: int, seed: int, args, exposure: str) -> None:
+    """``make-ordered`` into ``directory`` (unless a run before wrote it): the model ``tuned_from`` (the
+    base, or the model of the previous number of epochs) tuned ``epochs`` more epochs on ``data``."""
+    from pdd_tasks.tools.make_controlled import TuningSettings
+    from pdd_tasks.tools.make_ordered import make_ordered
+
+    if (directory / "manifest.json").exists():
+        return
+    settings = TuningSettings(
+        epochs=epochs, learning_rate=args.learning_rate, batch_size=args.train_batch, max_tokens=1024, seed=seed
+    )
+    make_ordered(directory, tuned_from, source=str(data), text_field="text", examples=args.examples,
+                 settings=settings, progress=False, exposure=exposure)  # fmt: skip
+
+
 def exposure_controls(harness: Harness, base, shape: str, make, args) -> dict:
     """The exposure controls of ``shape`` (module docstring): per tuning seed, the untuned model on its
     file, and after each of ``args.epochs`` the tuned model on the file and on ``args.unseen_files``
     unseen files of the shape. Writes nothing but the models under ``args.workdir``."""
-    from pdd_tasks.tools.make_controlled import TuningSettings
-    from pdd_tasks.tools.make_ordered import make_ordered
 
     runs = []
     for tuning_seed in range(args.tuning_seeds):
@@ -494,16 +507,7 @@ def exposure_controls(harness: Harness, base, shape: str, make, args) -> dict:
         previous, tuned_from, steps = 0, base, 0
         for epochs in sorted(args.epochs):
             directory = work / f"tuned-e{epochs}"
-            if not (directory / "manifest.json").exists():  # the model of `previous` epochs, tuned on
-                settings = TuningSettings(
-                    epochs=epochs - previous,
-                    learning_rate=args.learning_rate,
-                    batch_size=args.train_batch,
-                    max_tokens=1024,
-                    seed=1000 * tuning_seed + epochs,
-                )
-                make_ordered(directory, tuned_from, source=str(data), text_field="text", examples=args.examples,
-                             settings=settings, progress=False, exposure=args.exposure)  # fmt: skip
+            tune_once(directory, tuned_from, data, epochs - previous, 1000 * tuning_seed + epochs, args, args.exposure)
             model = directory / "model"
             previous, tuned_from = epochs, model
             training = json.loads((directory / "manifest.json").read_text())["training"]
@@ -782,8 +786,6 @@ def main() -> int:
         return exposure_main(args)
 
     from pdd_tasks.tools.default_model import ensure_default_model
-    from pdd_tasks.tools.make_controlled import TuningSettings
-    from pdd_tasks.tools.make_ordered import make_ordered
 
     began = time.perf_counter()
     load = [list(os.getloadavg())]
@@ -811,16 +813,7 @@ def main() -> int:
         previous, tuned_from = 0, base
         for epochs in sorted(args.epochs):
             directory = work / f"tuned-e{epochs}"
-            if not (directory / "manifest.json").exists():  # the model of `previous` epochs, tuned on
-                settings = TuningSettings(
-                    epochs=epochs - previous,
-                    learning_rate=args.learning_rate,
-                    batch_size=args.train_batch,
-                    max_tokens=1024,
-                    seed=epochs,
-                )
-                make_ordered(directory, tuned_from, source=str(data), text_field="text", examples=args.examples,
-                             settings=settings, progress=False)  # fmt: skip
+            tune_once(directory, tuned_from, data, epochs - previous, epochs, args, "ordered")
             model = directory / "model"
             previous, tuned_from = epochs, model
             tested = dataset_tests(harness, model, directory / "canonical.jsonl", args)

@@ -225,3 +225,35 @@ def test_a_codec_score_like_unseen_data_of_its_kind_reads_inconclusive_in_the_ta
     assert row[6] == "inconclusive"
     assert checks.verdicts[0].startswith("**arc_easy: inconclusive: CoDeC's score is above 1/2")
     assert "CoDeC cannot tell which" in checks.verdicts[0]
+
+
+def with_reference(results: dict, task: str, drops: int | None, examples: int = 1000) -> dict:
+    """``results`` with CoDeC's values on ``task``'s reference (None: the run had one, its values are gone)."""
+    values = results["results"]["pdd_contamination"]
+    if drops is not None:
+        values |= {
+            f"reference_codec_score/{task},none": drops / examples,
+            f"reference_codec_score_ci95_low/{task},none": 0.0,
+            f"reference_codec_score_ci95_high/{task},none": 1.0,
+            f"reference_codec_examples/{task},none": examples,
+        }
+    summary = results["configs"]["pdd_contamination"]["metadata"]["contamination"]
+    summary[task]["codec"]["reference"] = {"task": f"{task}_fresh", "scored": examples}
+    return results
+
+
+def test_the_table_tests_a_task_with_a_reference_against_it_and_says_so():
+    # 0.85 is "inconclusive" against the null; beside a reference of its kind at 0.60 it is contaminated,
+    # beside one at 0.85 it is not detected (the reference says what data of its kind scores)
+    above = contamination_checks(with_reference(results_of({"arc_easy": (850, 0.5)}), "arc_easy", 600))
+    (row,) = above.rows
+    assert row[6] == "contaminated" and row[3].endswith("(vs reference)")
+    assert f"{codec_reference_pvalue(850, 1000, 600, 1000):.3g}" in row[3]
+    assert "; reference 0.600 [0.000, 1.000] (1000)" in row[2]
+    assert "CoDeC against its reference of known-unseen examples (which scored 0.600 of 1000)" in above.verdicts[0]
+    alike = contamination_checks(with_reference(results_of({"arc_easy": (850, 0.5)}), "arc_easy", 850))
+    assert alike.rows[0][6] == "not detected"
+    # a run that had a reference whose values are gone: CoDeC left out (named), not read against the null
+    gone = contamination_checks(with_reference(results_of({"arc_easy": (990, 0.5)}), "arc_easy", None))
+    assert gone.rows[0][2] == "n/a (damaged)" and "reference_codec_examples/arc_easy,none is missing" in gone.rows[0][7]
+    assert gone.rows[0][6] == "no verdict"

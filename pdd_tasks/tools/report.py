@@ -667,6 +667,9 @@ def contamination_values(results: dict) -> ContaminationValues | None:
             unusable = [key for key in keys if values.get(key) is None]
             if test == "codec" and not unusable and values[keys[3]] == 0:
                 unusable = [keys[3]]  # no example scored: no score, no p-value
+            if test == "codec" and isinstance(ran, dict) and ran.get("reference") and not reference_drops(values, task):
+                # the run compared with a reference whose values are gone: not against the null instead
+                unusable += [f"reference_codec_score/{task},none", f"reference_codec_examples/{task},none"]
             if unusable:
                 damaged[task, test] = unusable  # left out of the verdict, as a test that did not apply
             elif test == "codec":
