@@ -16,8 +16,12 @@ Files: ``--files`` random subsets (seeded) of ``--examples`` texts of the shippe
 (members and non-members alike: the file's order is drawn here, so no model has seen it), in a random
 order. Model: the default model unless ``--model``.
 
-    python benchmarks/exchangeability_level.py --files 3 --examples 200 --shards 50 --orders 40 \\
-        --cells 8x2 8x10 50x2 50x10 50x20 --replicates 4000 --json benchmarks/results/exchangeability_level.json
+    python benchmarks/exchangeability_level.py --workdir /tmp/xl --files 3 --examples 200 --shards 50 --orders 30 \\
+        --cells 8x2 8x10 50x1 50x2 50x4 50x10 50x20 --replicates 4000 --json benchmarks/results/exchangeability_level.json \\
+        --package-data pdd_tasks/data/contamination_controls.json
+
+``--reuse`` resamples the runs already in ``--workdir`` (other ``--cells`` or ``--replicates``) without
+running the model again.
 """
 
 from __future__ import annotations
@@ -80,11 +84,14 @@ def main() -> int:
     parser.add_argument("--examples", type=int, default=200)
     parser.add_argument("--shards", type=int, default=50, help="shards scored per file")
     parser.add_argument("--orders", type=int, default=40, help="random orders scored per shard (besides the file's)")
-    parser.add_argument("--cells", type=cell, nargs="+", default=[(8, 2), (8, 10), (50, 2), (50, 10), (50, 20)])
+    parser.add_argument(
+        "--cells", type=cell, nargs="+", default=[(8, 2), (8, 10), (50, 1), (50, 2), (50, 4), (50, 10), (50, 20)]
+    )
     parser.add_argument("--replicates", type=int, default=4000)
     parser.add_argument("--alpha", type=float, nargs="+", default=[0.05, 0.01])
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--package-data", type=Path, help="add the summary to this contamination_controls.json")
     parser.add_argument(
         "--reuse", action="store_true", help="resample the runs already in --workdir (other --cells), no model run"
     )
@@ -134,7 +141,25 @@ def main() -> int:
     print(markdown(found, args.alpha))
     if args.json:
         args.json.write_text(json.dumps(found, indent=1) + "\n")
+    if args.package_data:
+        package = json.loads(args.package_data.read_text())
+        package["exchangeability_level"] = package_summary(found, min(args.alpha, key=lambda a: abs(a - 0.05)))
+        args.package_data.write_text(json.dumps(package, indent=1) + "\n")
     return 0
+
+
+def package_summary(found: dict, alpha: float) -> dict:
+    """What the verdict's lines cite (pdd_tasks/data/contamination_controls.json): per shards x
+    permutations, each file's rejection rate at ``alpha``."""
+    return {
+        "command": found["command"],
+        "model": found["model"].rsplit("/", 1)[-1],
+        "files": len(found["files"]),
+        "alpha": alpha,
+        "rejects_at_alpha": {
+            cell: [f["levels"][cell][f"{alpha:g}"] for f in found["files"]] for cell in found["files"][0]["levels"]
+        },
+    }
 
 
 def markdown(found: dict, alphas: list[float]) -> str:

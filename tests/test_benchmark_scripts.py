@@ -46,3 +46,26 @@ def test_dataset_inference_fpr_runs_on_synthetic_scores():
     process = run_script("dataset_inference_fpr.py", "--synthetic", "0.5", "--seeds", "5", "--size", "20")
     assert process.returncode == 0, process.stderr[-3000:]
     assert "| dataset inference |" in process.stdout
+
+
+def test_exchangeability_level_runs_and_resamples_at_toy_size(tmp_path):
+    package = tmp_path / "controls.json"
+    package.write_text("{}")
+    args = ["--workdir", str(tmp_path / "work"), "--files", "1", "--examples", "24", "--shards", "6", "--orders", "4"]
+    process = run_script(
+        "exchangeability_level.py", *args, "--cells", "4x1", "6x3", "--replicates", "50", "--package-data", str(package)
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "| 4x1 | " in process.stdout and "| 6x3 | " in process.stdout
+    level = json.loads(package.read_text())["exchangeability_level"]
+    assert level["files"] == 1 and set(level["rejects_at_alpha"]) == {"4x1", "6x3"}
+    # --reuse: other cells from the same run, no model run
+    again = run_script("exchangeability_level.py", *args, "--cells", "2x2", "--replicates", "50", "--reuse")
+    assert again.returncode == 0 and "| 2x2 | " in again.stdout, again.stderr[-3000:]
+
+
+def test_contamination_cost_counts_the_check_beside_the_eval():
+    process = run_script("contamination_cost.py", "--examples", "40", "--settings", "4x1", "2x3")
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "| the eval itself (arc_easy, 0-shot) | 160 | " in process.stdout
+    assert "| exchangeability 4 x 1 | 8 | " in process.stdout and "| exchangeability 2 x 3 | 8 | " in process.stdout

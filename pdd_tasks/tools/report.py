@@ -511,6 +511,16 @@ def controls_line(controls: dict | None, shape: str | None) -> str:
         )
     if shape and shape not in measured:
         parts.append(f"CoDeC on {SHAPE_LABELS.get(shape, shape)} files seen example by example: not measured")
+    level = controls.get("exchangeability_level")
+    if level:
+        rates = ", ".join(
+            f"{cell} {min(values):.3f}-{max(values):.3f}" for cell, values in level["rejects_at_alpha"].items()
+        )
+        parts.append(
+            f"the exchangeability test's level on {level['files']} untouched files (random orders of each shard "
+            f"resampled as the canonical one; rejections at p <= {level['alpha']:g} per shards x permutations): "
+            f"{rates} (`{level['command']}`)"
+        )
     diverse = controls.get("diverse_level")
     if diverse:
         files = diverse["files"]
