@@ -117,3 +117,13 @@ def test_no_import_cycle():
         if name not in state:
             visit(name, [name])
     assert not cycles, "\n".join(cycles)
+
+
+def test_every_package_is_installed():
+    """pyproject.toml lists the packages a wheel holds (``[tool.setuptools] packages``): every folder of
+    pdd_metrics and pdd_tasks with an ``__init__.py`` is one of them (an editable install finds it
+    without, a wheel would not)."""
+    tomllib = pytest.importorskip("tomllib")
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    packages = {name for name, path in MODULES.items() if path.name == "__init__.py"}
+    assert packages - listed == set()

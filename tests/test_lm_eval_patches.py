@@ -8,6 +8,7 @@ command line a user's mistake is a message without a traceback, and library use 
 from __future__ import annotations
 
 import doctest
+import importlib
 import json
 import re
 import subprocess
@@ -224,6 +225,17 @@ print(json.dumps({"before": before, "installed": installed, "suspended": suspend
     assert result["after"] == [True, ["CPURunner"], "stock"]
     assert "vllm-worker-prompt-stats is not applied" in result["no_method"]
     assert result["other"].startswith("vLLM 0.40.1 is installed") and "vllm-worker-prompt-stats" in result["other"]
+
+
+def test_the_worker_extension_path_is_the_class_and_the_one_the_docs_give():
+    """vLLM imports ``worker_extension_cls`` by its dotted path in its worker process: the path the vLLM
+    capture checks the engine for (named as a string in pdd_tasks.backends.vllm_worker, below this
+    module) is the class's, and every ``worker_extension_cls=`` of the docs gives it."""
+    module, _, name = lm_eval_patches.VLLM_WORKER_EXTENSION.rpartition(".")
+    assert getattr(importlib.import_module(module), name) is lm_eval_patches.VllmWorkerExtension
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    given = {match for page in pages for match in re.findall(r"worker_extension_cls=([\w.]+)", page.read_text())}
+    assert given == {lm_eval_patches.VLLM_WORKER_EXTENSION}
 
 
 def test_library_use_keeps_the_excepthook():

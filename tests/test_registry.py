@@ -234,9 +234,18 @@ def test_names_are_metric_prefixes_and_citations_are_given():
 
 
 def test_a_method_registered_twice_is_refused(monkeypatch):
-    monkeypatch.setattr(registry, "METHODS", dict(METHODS))
+    monkeypatch.setattr(registry.core, "METHODS", dict(METHODS))
     with pytest.raises(registry.DuplicateMethodError, match="'loss' is registered twice"):
         registry.register(dataclasses.replace(METHODS["loss"], citation="another paper"))
+
+
+def test_the_families_register_their_methods_in_table_order():
+    """Registration order is table order: pdd_tasks/registry/scoring.py imports the family modules one
+    by one, in table order, so each family's methods follow the previous family's (imports sorted by
+    name would put reference_based first)."""
+    families = [METHODS[name].reference.__module__.rpartition(".")[2] for name in METHOD_NAMES]
+    assert families == sorted(families, key=families.index)  # each family in one run
+    assert list(dict.fromkeys(families)) == ["reference_free", "reference_based"]
 
 
 def test_defaults_are_the_seven_base_methods_in_table_order():
@@ -256,11 +265,9 @@ def test_every_default_passes_its_own_check():
 
 def test_a_setting_declared_twice_is_refused(monkeypatch):
     twice = registry.Setting("min_k", 0.5, registry.fraction, "another k")
-    monkeypatch.setattr(
-        registry, "METHODS", {**METHODS, "other": dataclasses.replace(METHODS["loss"], name="other", settings=(twice,))}
-    )
+    monkeypatch.setitem(METHODS, "other", dataclasses.replace(METHODS["loss"], name="other", settings=(twice,)))
     with pytest.raises(RuntimeError, match="setting 'min_k' is declared twice"):
-        registry._all_settings()
+        registry.scoring._all_settings()
 
 
 def test_score_text_scores_the_methods_in_effect_with_their_settings():
