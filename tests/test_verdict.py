@@ -214,6 +214,10 @@ def test_the_table_fires_on_either_test_names_what_it_detected_and_cites_the_con
     assert exposures["shapes"]["free_answer"]["command"] not in lines["arc_easy"]
     assert "seen example by example (multiple-choice" in lines["arc_easy"]
     assert f"calibrated null ({CODEC_NULL_SCORE:g})" in lines["arc_easy"]
+    level = controls["exchangeability_level"]
+    assert f"the exchangeability test's level on {level['files']} untouched files" in lines["arc_easy"]
+    low, high = min(level["rejects_at_alpha"]["50x1"]), max(level["rejects_at_alpha"]["50x1"])
+    assert f"50x1 {low:.3f}-{high:.3f}" in lines["arc_easy"]
     assert f"null {CODEC_NULL_SCORE:g}" in checks.header[3] and "not against 1/2" in checks.notes[0]
 
 
