@@ -164,6 +164,8 @@ def one_run(number: int, args: argparse.Namespace, model: Path, root: Path) -> d
         "signal": signal.Signals(-finished.returncode).name if finished.returncode < 0 else None,
         "results_written": results,
         "terminate_called": "terminate called" in finished.stderr,
+        # bare: whether patch vllm-engine-exit was in effect (the script prints the applied patches)
+        "engine_exit_patch": "vllm-engine-exit" in finished.stdout if args.command == "bare" else None,
         "seconds": round(seconds, 1),
     }
     if finished.returncode != 0:
@@ -189,7 +191,9 @@ def main() -> None:
                 print(
                     f"run {record['run']:3d}: exit {record['returncode']:4d} {record['signal'] or '':8s} "
                     f"results {'yes' if record['results_written'] else 'no ':3s} "
-                    f"terminate-called {'yes' if record['terminate_called'] else 'no ':3s} {record['seconds']:6.1f} s",
+                    f"terminate-called {'yes' if record['terminate_called'] else 'no ':3s} "
+                    f"vllm-engine-exit {({True: 'yes', False: 'no', None: '-'})[record['engine_exit_patch']]:3s} "
+                    f"{record['seconds']:6.1f} s",
                     flush=True,
                 )
     finally:
