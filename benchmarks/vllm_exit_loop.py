@@ -112,6 +112,16 @@ def tiny_model(directory: Path) -> Path:
     return directory
 
 
+def frequency_table(model: Path, path: Path) -> Path:
+    """DC-PDD's frequency table for ``model``'s tokenizer (tests/conftest.py: build_table_for), built once."""
+    if not path.exists():
+        sys.path.insert(0, str(REPO / "tests"))
+        from conftest import build_table_for
+
+        build_table_for(model, path)
+    return path
+
+
 def command_for(args: argparse.Namespace, model: Path, work: Path) -> tuple[list[str], str]:
     """The command of one run (in ``work``) and the line of its stdout that says it wrote its results."""
     if args.command == "bare":
@@ -129,12 +139,15 @@ def command_for(args: argparse.Namespace, model: Path, work: Path) -> tuple[list
         data.write_text("".join(json.dumps(row) + "\n" for row in rows))
         (tasks_dir / "local_choice.yaml").write_text(STOCK_TASK.format(data=data))
         include, task = str(tasks_dir), "local_choice"
+        metadata = []
     else:
         include, task = str(REPO / "task_configs"), "pdd_wikimia_32"
+        table = frequency_table(model, work.parent / "tiny-table.npz")
+        metadata = ["--metadata", json.dumps({"freq_table": str(table)})]
     command = [
         str(VENV / "bin" / "lm_eval"),
         *("--model", "vllm", "--model_args", model_args, "--include_path", include, "--tasks", task),
-        *("--limit", "4", "--batch_size", "auto", "--output_path", str(out)),
+        *("--limit", "4", "--batch_size", "auto", "--output_path", str(out), *metadata),
     ]
     return command, "|"  # lm_eval prints its results table after writing the results file
 
@@ -180,6 +193,8 @@ def main() -> None:
     root = args.keep or Path(tempfile.mkdtemp(prefix="vllm-exit-loop-"))
     root.mkdir(parents=True, exist_ok=True)
     model = args.model or tiny_model(root / "tiny-gpt2")
+    if args.command == "lm_eval" and not args.stock:
+        frequency_table(model, root / "tiny-table.npz")  # once, before the runs (command_for names it)
     load = [
         subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)
     ]  # ended below, by their own handles
