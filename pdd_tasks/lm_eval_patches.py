@@ -424,7 +424,8 @@ def _joining_client_threads(stock):
     ``poll``) and to close its sockets, and Python 3.11 ends a daemon thread that takes the GIL during
     finalisation with ``pthread_exit``, a forced unwind of its native stack, which ends in ``std::terminate``
     (the process aborts) where a ``noexcept`` C++ frame is on it ("terminate called without an active exception",
-    SIGABRT, after the results were written). The replacement runs the stock cleanup, then waits (at most
+    SIGABRT, after the results were written: seen once in the vLLM tier; which frame it was is not known,
+    docs/backends.md, "An abort at exit"). The replacement runs the stock cleanup, then waits (at most
     :data:`VLLM_THREAD_JOIN_SECONDS` each) for this client's threads of :data:`VLLM_CLIENT_THREADS` to
     end, so that none is running when the interpreter finalises. A thread is this client's when its
     target closes over this cleanup's object or its engine manager (the other clients' are left alone)."""
