@@ -4,13 +4,14 @@ The pdd tasks run inside lm-evaluation-harness's own evaluation loop. Most of wh
 lm-eval's public interface (a task class, aggregations, ``register_model`` for ``hf-pdd``), but a
 few things can only be had by replacing a function or property of lm-eval at run time. Each such
 replacement is a :class:`Patch` in :data:`PATCHES`, with what it is for and which lm-eval code it
-replaces; nothing else in this package sets attributes on lm-eval's classes or modules. Two patches
+replaces; nothing else in this package sets attributes on lm-eval's classes or modules. Three patches
 replace vLLM code instead, behind a gate of their own (:data:`VLLM_VERSION`):
 ``vllm-prompt-logprob-arrays`` (exact mode's prompt log-probs kept as arrays in the process that made
-the ``vllm.LLM``) and ``vllm-worker-prompt-stats`` (exact mode's values computed in vLLM's worker
+the ``vllm.LLM``), ``vllm-worker-prompt-stats`` (exact mode's values computed in vLLM's worker
 process, only in an engine made with ``worker_extension_cls`` = :data:`VLLM_WORKER_EXTENSION`, which
-the vLLM capture asks to apply it there: :func:`vllm_worker_prompt_stats`); the code they put in place
-of vLLM's is in :mod:`pdd_tasks.backends.vllm_worker`.
+the vLLM capture asks to apply it there: :func:`vllm_worker_prompt_stats`) and ``vllm-engine-exit``
+(the engine client's threads ended before the interpreter finalises: no SIGABRT at exit); the code
+the first two put in place of vLLM's is in :mod:`pdd_tasks.backends.vllm_worker`.
 
 When: :func:`apply` applies them all, idempotently. It is called explicitly where a pdd task is
 built (``MembershipInferenceTask.__init__``, ``ExchangeabilityTask.__init__``) and by
@@ -53,6 +54,7 @@ import inspect
 import logging
 import math
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,6 +111,16 @@ VLLM_VERSION = "0.32"
 
 #: vLLM's module of the output processing that patch replaces in part (loaded with a ``vllm.LLM``).
 VLLM_LOGPROBS_MODULE = "vllm.v1.engine.logprobs"
+
+#: vLLM's module of the engine client whose exit cleanup patch ``vllm-engine-exit`` completes (loaded with a ``vllm.LLM``).
+VLLM_CORE_CLIENT_MODULE = "vllm.v1.engine.core_client"
+
+#: The threads a vLLM 0.32 engine client runs in the process that made the ``vllm.LLM``
+#: (``vllm/v1/engine/core_client.py``): the output thread and the engine-process liveness monitor.
+VLLM_CLIENT_THREADS = ("EngineCoreOutputQueueThread", "MPClientEngineMonitor")
+
+#: How long patch ``vllm-engine-exit`` waits for each of those threads to end, in seconds.
+VLLM_THREAD_JOIN_SECONDS = 30.0
 
 #: Attribute that marks a replacement as this module's (its value: the patch's name).
 _MARK = "__lm_eval_pdd_patch__"
@@ -367,6 +379,58 @@ def _vllm_logprobs_processor() -> list[tuple[object, str]]:
     return [(cls, "from_new_request"), (cls, "_update_prompt_logprobs")]
 
 
+def _joining_client_threads(stock):
+    """Replacement of vLLM 0.32's ``BackgroundResources.__call__`` (``vllm/v1/engine/core_client.py``): the
+    cleanup of an engine client (``SyncMPClient`` of a ``vllm.LLM``) that vLLM runs from a
+    ``weakref.finalize`` at interpreter exit (``atexit``), from ``MPClient.shutdown`` or when the client is
+    collected. The stock cleanup stops the engine processes (SIGTERM, then SIGKILL after
+    ``VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS``), closes the input socket and *sends* the client's output
+    thread a message to stop, then returns without waiting for it; the liveness monitor thread leaves its
+    loop up to a second later. Both are daemon threads, so the interpreter then finalises while they may
+    still be running: each must take the GIL again to return from the call it blocks in (a ZMQ poll, a
+    ``poll``) and to close its sockets, and Python 3.11 ends a daemon thread that takes the GIL during
+    finalisation with ``pthread_exit``, a forced unwind of its native stack, which ends in ``std::terminate``
+    (the process aborts) where a ``noexcept`` C++ frame is on it ("terminate called without an active exception",
+    SIGABRT, after the results were written: seen once in the vLLM tier; which frame it was is not known,
+    docs/backends.md, "An abort at exit"). The replacement runs the stock cleanup, then waits (at most
+    :data:`VLLM_THREAD_JOIN_SECONDS` each) for this client's threads of :data:`VLLM_CLIENT_THREADS` to
+    end, so that none is running when the interpreter finalises. A thread is this client's when its
+    target closes over this cleanup's object or its engine manager (the other clients' are left alone)."""
+
+    def __call__(self):
+        stock(self)
+        owned = {id(self), id(getattr(self, "engine_manager", None))}
+        for thread in threading.enumerate():
+            if thread is threading.current_thread() or thread.name not in VLLM_CLIENT_THREADS:
+                continue
+            cells = getattr(getattr(thread, "_target", None), "__closure__", None) or ()
+            held = set()
+            for cell in cells:
+                with contextlib.suppress(ValueError):  # an empty cell
+                    held.add(id(cell.cell_contents))
+            if owned & held:
+                thread.join(VLLM_THREAD_JOIN_SECONDS)
+
+    return __call__
+
+
+def _vllm_client_cleanup() -> list[tuple[object, str]]:
+    """vLLM's ``BackgroundResources.__call__``, which patch ``vllm-engine-exit`` replaces, where vLLM's engine
+    client is loaded and is :data:`VLLM_VERSION`'s (else none, with a warning)."""
+    cls = getattr(sys.modules.get(VLLM_CORE_CLIENT_MODULE), "BackgroundResources", None)
+    if cls is None:
+        return []
+    installed = _vllm_installed_version()
+    if vllm_version_problem(installed) is not None:
+        _warn(
+            f"vLLM {installed} is installed; patch vllm-engine-exit (pdd_tasks/lm_eval_patches.py), which completes "
+            f"vLLM {VLLM_VERSION}'s exit cleanup of its engine client (vllm/v1/engine/core_client.py), is not "
+            f"applied: vLLM's own cleanup runs"
+        )
+        return []
+    return [(cls, "__call__")]
+
+
 class VllmWorkerExtension:
     """vLLM worker extension (engine argument ``worker_extension_cls``, :data:`VLLM_WORKER_EXTENSION`):
     vLLM adds this class to the bases of the engine's worker class in the worker process, and the vLLM
@@ -529,6 +593,23 @@ PATCHES: tuple[Patch, ...] = (
         replacement=computing_prompt_stats_on_the_worker,
         package="vllm",
         remote_suspend=asking_for_stock_worker_output,
+    ),
+    Patch(
+        name="vllm-engine-exit",
+        purpose=(
+            "--model vllm (and any vllm.LLM in a process that applied the patches): at exit, or when the engine is "
+            "shut down, the engine client's output and liveness-monitor threads have ended before the interpreter "
+            "finalises, instead of racing it as daemon threads (an intermittent SIGABRT at exit, 'terminate called "
+            "without an active exception', after the results were written: docs/backends.md)"
+        ),
+        changes="vllm/v1/engine/core_client.py: BackgroundResources.__call__ (the client's cleanup, run at exit)",
+        when=(
+            f"once vLLM's engine client is loaded (a vllm.LLM exists in this process), with vLLM {VLLM_VERSION} only "
+            "(another: not applied, a warning, vLLM's own cleanup runs)"
+        ),
+        targets=_vllm_client_cleanup,
+        replacement=_joining_client_threads,
+        package="vllm",
     ),
     Patch(
         name="completions-loglikelihood",

@@ -108,9 +108,14 @@ class LogprobsProcessor:  # vLLM 0.32's output processing (vllm/v1/engine/logpro
     def _update_prompt_logprobs(self, prompt_logprobs_tensors):
         pass
 
+class BackgroundResources:  # vLLM 0.32's engine client cleanup (vllm/v1/engine/core_client.py)
+    def __call__(self):
+        pass
+
 sys.modules["vllm"] = types.SimpleNamespace(__version__="0.32.0")
 sys.modules["vllm.v1.engine.logprobs"] = types.SimpleNamespace(LogprobsProcessor=LogprobsProcessor)
-WATCHED.append(LogprobsProcessor)
+sys.modules["vllm.v1.engine.core_client"] = types.SimpleNamespace(BackgroundResources=BackgroundResources)
+WATCHED.extend([LogprobsProcessor, BackgroundResources])
 from pdd_tasks import lm_eval_patches
 before = snapshot()
 lm_eval_patches.apply()
@@ -130,6 +135,7 @@ print(json.dumps({
     # the real engine in test_vllm_engine.py): nothing of it in this process
     assert result["applied"] == [name for name in result["listed"] if name != "vllm-worker-prompt-stats"]
     assert result["changed"] == [
+        "BackgroundResources.__call__",
         "HFLM.generate_until",
         "HFLM.loglikelihood",
         "HFLM.rank",
@@ -236,6 +242,74 @@ def test_the_worker_extension_path_is_the_class_and_the_one_the_docs_give():
     pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
     given = {match for page in pages for match in re.findall(r"worker_extension_cls=([\w.]+)", page.read_text())}
     assert given == {lm_eval_patches.VLLM_WORKER_EXTENSION}
+
+
+def test_the_engine_exit_patch_waits_for_its_clients_threads_only():
+    """vllm-engine-exit on a stand-in of vLLM 0.32's BackgroundResources: the stock cleanup runs, then the
+    cleanup waits for the two daemon threads of its own client (the output thread, whose target closes
+    over the cleanup's object, and the liveness monitor, over its engine manager), which the stock
+    cleanup only signals; a thread of the same name of another client is left running; another vLLM:
+    not applied, one warning. (On vLLM's real engine: tests/test_vllm_engine.py.)"""
+    result = python(
+        """
+import json, logging, sys, threading, time, types
+messages = []
+logging.basicConfig(level=logging.WARNING)
+logging.getLogger().addHandler(type("H", (logging.Handler,), {"emit": lambda self, r: messages.append(r.getMessage())})())
+
+class BackgroundResources:  # the parts of vllm/v1/engine/core_client.py the patch relies on
+    def __init__(self):
+        self.stop, self.engine_manager, self.calls = threading.Event(), types.SimpleNamespace(stopped=threading.Event()), []
+
+    def __call__(self):  # signals the threads, waits for none
+        self.calls.append("stock")
+        self.stop.set()
+        self.engine_manager.stopped.set()
+
+def client(resources):
+    ended = []
+    def process_outputs_socket():  # closes over the cleanup's object, as vLLM's output thread
+        resources.stop.wait()
+        time.sleep(0.5)  # closing its sockets
+        ended.append("output")
+    engine_manager = resources.engine_manager
+    def monitor_engine_cores():  # closes over the engine manager, as vLLM's liveness monitor
+        engine_manager.stopped.wait()
+        time.sleep(0.5)  # its poll's timeout
+        ended.append("monitor")
+    for target, name in ((process_outputs_socket, "EngineCoreOutputQueueThread"),
+                         (monitor_engine_cores, "MPClientEngineMonitor")):
+        threading.Thread(target=target, name=name, daemon=True).start()
+    return ended
+
+sys.modules["vllm"] = types.SimpleNamespace(__version__="0.32.0")
+sys.modules["vllm.v1.engine.core_client"] = types.SimpleNamespace(BackgroundResources=BackgroundResources)
+from pdd_tasks import lm_eval_patches
+lm_eval_patches.apply()
+applied = "vllm-engine-exit" in lm_eval_patches.applied()
+mine, other = BackgroundResources(), BackgroundResources()
+ended_mine, ended_other = client(mine), client(other)
+mine()
+after = (mine.calls, sorted(ended_mine), list(ended_other))
+other.stop.set(); other.engine_manager.stopped.set()
+
+class Other:
+    def __call__(self):
+        pass
+sys.modules["vllm"] = types.SimpleNamespace(__version__="0.40.1")
+sys.modules["vllm.v1.engine.core_client"] = types.SimpleNamespace(BackgroundResources=Other)
+lm_eval_patches.apply()
+lm_eval_patches.apply()
+print(json.dumps({"applied": applied, "after": after, "messages": [m for m in messages if "vllm-engine-exit" in m],
+                  "other_applied": "vllm-engine-exit" in lm_eval_patches.applied()}))
+"""
+    )
+    assert result["applied"]
+    # the stock cleanup ran once; both threads of its own client had ended when it returned, the other's not
+    assert result["after"] == [["stock"], ["monitor", "output"], []]
+    assert not result["other_applied"]
+    (message,) = result["messages"]  # once
+    assert message.startswith("vLLM 0.40.1 is installed") and "not applied" in message and "0.32" in message
 
 
 def test_library_use_keeps_the_excepthook():

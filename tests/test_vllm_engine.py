@@ -437,6 +437,7 @@ if __name__ == "__main__":
         "mu": float(np.abs(got[0] - want[0]).max()), "sigma": float(np.abs(got[1] - want[1]).max()),
         "greedy": [worker.is_greedy, arrays.is_greedy],
         "topk_listed": sorted({len(values) for values in topk.listed}),
+        "applied": lm_eval_patches.applied(),
     }))
 """
 
@@ -459,6 +460,8 @@ def test_the_worker_computes_marked_requests_only(tiny_model):
     assert result["mu"] <= 1e-5 and result["sigma"] <= 1e-5
     assert result["greedy"][0] == result["greedy"][1]
     assert result["topk_listed"] in ([5], [5, 6], [6])  # x_i once more where it is not among the top 5
+    # the exit of this process waits for the engine client's threads (docs/backends.md, "An abort at exit")
+    assert "vllm-engine-exit" in result["applied"]
 
 
 # -- the default top-k mode ---------------------------------------------------------------------------

@@ -1,0 +1,232 @@
+"""How often a vLLM process dies at exit (issue 32, item 8): the same command N times, each exit status counted.
+
+    .venv/bin/python benchmarks/vllm_exit_loop.py --runs 20 [--command bare|lm_eval] [--stock] [--load 2]
+        [--parallel 1] [--model DIR] [--json out.json]
+
+The vLLM tier (``tests/test_vllm_engine.py``) once died in about ten runs: every vLLM process of one
+pytest session printed its results, then died at exit with SIGABRT ("terminate called without an
+active exception"). This script runs, ``--runs`` times, the smallest commands that go through the
+same teardown, with the tests' environment (``.venv-vllm``, vLLM's CPU engine, ``enforce_eager``,
+offline, this checkout first on the path):
+
+- ``bare``: ``vllm.LLM`` on the tiny GPT-2 of the tests, one scored prompt, results printed, then the
+  interpreter exits (the layout of ``test_vllm_engine.py``'s worker script); ``pdd_tasks.lm_eval_patches.apply()``
+  is called after the engine is made, as there (``--stock``: not called, vLLM's own exit only);
+- ``lm_eval``: ``.venv-vllm/bin/lm_eval --model vllm`` on the same model, ``pdd_wikimia_32 --limit 4``
+  (``--stock``: the stock task of the tests instead, so that the plugin never loads).
+
+Prints a line per run (exit status, the signal if one killed it, whether the results were written
+first, whether "terminate called" is in its stderr, wall time) and the counts. ``--load K`` keeps K
+busy-looping processes running meanwhile (the failing session ran beside other test runs on 2 cores);
+``--parallel P`` runs P commands at a time. Each run gets ``PYTHONFAULTHANDLER=1`` and a core-size
+limit of 0 (``--cores``: unlimited, so that a core can be read with gdb); the stderr of every run
+that did not exit 0 is kept under ``--keep`` (default: a temporary folder, named at the end).
+
+``--model`` defaults to a tiny GPT-2 built as ``tests/conftest.py``'s ``tiny_model`` (WikiMIA BPE).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+
+REPO = Path(__file__).resolve().parent.parent
+VENV = REPO / ".venv-vllm" if (REPO / ".venv-vllm").exists() else Path("/work/main/.venv-vllm")
+
+#: The tests' settings of the CPU engine (tests/test_vllm_engine.py: VLLM_CPU_ENV) and of every process.
+ENV = {
+    "VLLM_TARGET_DEVICE": "cpu",
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "PYTHONFAULTHANDLER": "1",
+}
+
+#: ``bare``: one engine, one scored prompt, the result printed, then exit (argv: model, "stock" or "").
+BARE_SCRIPT = """
+import sys
+from vllm import LLM, SamplingParams
+from vllm.inputs import TokensPrompt
+
+if __name__ == "__main__":
+    llm = LLM(model=sys.argv[1], dtype="float32", enforce_eager=True, max_model_len=256)
+    if sys.argv[2] != "stock":
+        from pdd_tasks import lm_eval_patches
+        lm_eval_patches.apply()
+        print("APPLIED", lm_eval_patches.applied(), flush=True)
+    params = SamplingParams(temperature=0, max_tokens=1, prompt_logprobs=1, detokenize=False)
+    output = llm.generate([TokensPrompt(prompt_token_ids=[0, 17, 402, 9, 33, 250, 7])], params, use_tqdm=False)
+    print("RESULT", len(output[0].prompt_logprobs), flush=True)
+"""
+
+#: ``lm_eval --stock``: a stock multiple-choice task on a local file (tests/test_cli_end_to_end.py's STOCK_TASK).
+STOCK_TASK = """task: local_choice
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+output_type: multiple_choice
+test_split: test
+doc_to_text: "{{{{question}}}}"
+doc_to_choice: "{{{{choices}}}}"
+doc_to_target: answer
+metric_list:
+  - metric: acc
+metadata:
+  version: 1.0
+"""
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--command", choices=("bare", "lm_eval"), default="bare")
+    parser.add_argument("--stock", action="store_true", help="vLLM's own exit: the plugin not applied / not loaded")
+    parser.add_argument("--load", type=int, default=0, help="busy-looping processes meanwhile")
+    parser.add_argument("--parallel", type=int, default=1, help="commands at a time")
+    parser.add_argument("--model", type=Path, default=None, help="model directory (default: the tests' tiny GPT-2)")
+    parser.add_argument("--cores", action="store_true", help="allow core dumps (ulimit -c unlimited) in each run")
+    parser.add_argument("--keep", type=Path, default=None, help="folder for the stderr of failed runs")
+    parser.add_argument("--json", type=Path, default=None, help="write every run's record here")
+    return parser.parse_args()
+
+
+def tiny_model(directory: Path) -> Path:
+    """The tests' tiny GPT-2 (tests/conftest.py: build_tiny_model), built once in ``directory``."""
+    if not (directory / "config.json").exists():
+        sys.path.insert(0, str(REPO / "tests"))
+        from conftest import build_tiny_model
+
+        build_tiny_model(directory)
+    return directory
+
+
+def frequency_table(model: Path, path: Path) -> Path:
+    """DC-PDD's frequency table for ``model``'s tokenizer (tests/conftest.py: build_table_for), built once."""
+    if not path.exists():
+        sys.path.insert(0, str(REPO / "tests"))
+        from conftest import build_table_for
+
+        build_table_for(model, path)
+    return path
+
+
+def command_for(args: argparse.Namespace, model: Path, work: Path) -> tuple[list[str], str]:
+    """The command of one run (in ``work``) and the line of its stdout that says it wrote its results."""
+    if args.command == "bare":
+        return [str(VENV / "bin" / "python"), "-c", BARE_SCRIPT, str(model), "stock" if args.stock else ""], "RESULT"
+    out = work / "out"
+    model_args = f"pretrained={model},dtype=float32,enforce_eager=True"
+    if args.stock:
+        tasks_dir = work / "tasks"
+        tasks_dir.mkdir(exist_ok=True)
+        rows = [
+            {"question": f"Question {n}: what is {n} plus {n}?", "choices": [f" {2 * n}", " the end."], "answer": 0}
+            for n in range(4)
+        ]
+        data = tasks_dir / "choice.jsonl"
+        data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        (tasks_dir / "local_choice.yaml").write_text(STOCK_TASK.format(data=data))
+        include, task = str(tasks_dir), "local_choice"
+        metadata = []
+    else:
+        include, task = str(REPO / "task_configs"), "pdd_wikimia_32"
+        table = frequency_table(model, work.parent / "tiny-table.npz")
+        metadata = ["--metadata", json.dumps({"freq_table": str(table)})]
+    command = [
+        str(VENV / "bin" / "lm_eval"),
+        *("--model", "vllm", "--model_args", model_args, "--include_path", include, "--tasks", task),
+        *("--limit", "4", "--batch_size", "auto", "--output_path", str(out), *metadata),
+    ]
+    return command, "|"  # lm_eval prints its results table after writing the results file
+
+
+def one_run(number: int, args: argparse.Namespace, model: Path, root: Path) -> dict:
+    work = root / f"run{number:03d}"
+    work.mkdir(parents=True, exist_ok=True)
+    command, written = command_for(args, model, work)
+    env = dict(os.environ, **ENV, PYTHONPATH=str(REPO))
+    env.pop("VIRTUAL_ENV", None)
+
+    def limits():
+        if args.cores:
+            resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+    began = time.monotonic()
+    finished = subprocess.run(
+        command, cwd=work, env=env, capture_output=True, text=True, timeout=900, preexec_fn=limits
+    )
+    seconds = time.monotonic() - began
+    results = any(line.startswith(written) for line in finished.stdout.splitlines()) or (
+        args.command == "lm_eval" and any((work / "out").rglob("results_*.json"))
+    )
+    record = {
+        "run": number,
+        "returncode": finished.returncode,
+        "signal": signal.Signals(-finished.returncode).name if finished.returncode < 0 else None,
+        "results_written": results,
+        "terminate_called": "terminate called" in finished.stderr,
+        # bare: whether patch vllm-engine-exit was in effect (the script prints the applied patches)
+        "engine_exit_patch": "vllm-engine-exit" in finished.stdout if args.command == "bare" else None,
+        "seconds": round(seconds, 1),
+    }
+    if finished.returncode != 0:
+        (work / "stderr.txt").write_text(finished.stderr)
+        (work / "stdout.txt").write_text(finished.stdout)
+        record["kept"] = str(work)
+    return record
+
+
+def main() -> None:
+    args = parse_args()
+    root = args.keep or Path(tempfile.mkdtemp(prefix="vllm-exit-loop-"))
+    root.mkdir(parents=True, exist_ok=True)
+    model = args.model or tiny_model(root / "tiny-gpt2")
+    if args.command == "lm_eval" and not args.stock:
+        frequency_table(model, root / "tiny-table.npz")  # once, before the runs (command_for names it)
+    load = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)
+    ]  # ended below, by their own handles
+    records = []
+    try:
+        with ThreadPoolExecutor(args.parallel) as pool:
+            for record in pool.map(lambda n: one_run(n, args, model, root), range(1, args.runs + 1)):
+                records.append(record)
+                print(
+                    f"run {record['run']:3d}: exit {record['returncode']:4d} {record['signal'] or '':8s} "
+                    f"results {'yes' if record['results_written'] else 'no ':3s} "
+                    f"terminate-called {'yes' if record['terminate_called'] else 'no ':3s} "
+                    f"vllm-engine-exit {({True: 'yes', False: 'no', None: '-'})[record['engine_exit_patch']]:3s} "
+                    f"{record['seconds']:6.1f} s",
+                    flush=True,
+                )
+    finally:
+        for process in load:
+            process.terminate()
+            process.wait()
+    label = f"{args.command}{' --stock' if args.stock else ''}, load {args.load}, parallel {args.parallel}"
+    failed = [r for r in records if r["returncode"] != 0]
+    aborted = [r for r in records if r["signal"] == "SIGABRT"]
+    print(
+        f"\n{label}: {len(records)} runs, {len(records) - len(failed)} exit 0, {len(aborted)} SIGABRT, "
+        f"{len(failed) - len(aborted)} other failures; {sum(r['results_written'] for r in records)} wrote results"
+    )
+    if failed:
+        print(f"stderr of the failed runs: {root}/run*/stderr.txt")
+    if args.json:
+        args.json.write_text(json.dumps({"command": label, "runs": records}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
