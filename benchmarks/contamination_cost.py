@@ -69,13 +69,25 @@ def task_folder(folder: Path, examples: int) -> Path:
     return folder
 
 
-def request_tokens(task, tokenizer) -> tuple[int, int]:
-    """(requests, tokens) of the requests lm-eval builds for ``task`` (every document, 0-shot)."""
-    task.build_all_requests(limit=None, rank=0, world_size=1)
+def request_tokens(instances, tokenizer) -> tuple[int, int]:
+    """(requests, tokens) of lm-eval request ``instances``: each request's context and continuation, and
+    the start token where the tokenizer adds one."""
     start = len(tokenizer("x").input_ids) - len(tokenizer("x", add_special_tokens=False).input_ids)
-    pairs = [instance.args for instance in task.instances]
+    pairs = [instance.args for instance in instances]
     tokens = sum(len(tokenizer(context + continuation, add_special_tokens=False).input_ids) + start for context, continuation in pairs)  # fmt: skip
     return len(pairs), tokens
+
+
+def contamination_task(metadata: dict):
+    """``pdd_contamination`` built from its YAML in this checkout with ``metadata``, its requests built."""
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    from pdd_tasks.paths import tasks_path
+
+    config = load_yaml(Path(tasks_path()) / "contamination" / "pdd_contamination.yaml", resolve_func=True)
+    task = config["class"](config={**config, "metadata": metadata})
+    task.build_all_requests(limit=None, rank=0, world_size=1)
+    return task
 
 
 def main() -> int:
@@ -87,8 +99,6 @@ def main() -> int:
     from lm_eval.tasks import TaskManager, get_task_dict
     from transformers import AutoTokenizer
 
-    from pdd_tasks.tasks.dataset_test import ContaminationTask
-
     if args.model is None:
         from pdd_tasks.tools.default_model import ensure_default_model
 
@@ -97,7 +107,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         folder = task_folder(Path(tmp), args.examples)
         eval_task = get_task_dict(["arc_easy_cost"], TaskManager(include_path=str(folder)))["arc_easy_cost"]
-        rows = [("the eval itself (arc_easy, 0-shot)", *request_tokens(eval_task, tokenizer))]
+        eval_task.build_all_requests(limit=None, rank=0, world_size=1)
+        rows = [("the eval itself (arc_easy, 0-shot)", *request_tokens(eval_task.instances, tokenizer))]
         for setting in args.settings:
             shards, permutations = (int(x) for x in setting.split("x"))
             metadata = {
@@ -105,17 +116,13 @@ def main() -> int:
                 "source_include_path": str(folder),
                 "exchangeability": {"num_shards": shards, "permutations": permutations, "max_requests": 10**6},
             }
-            config = {"task": "pdd_contamination", "dataset_path": "local", "output_type": "loglikelihood"}
-            check = ContaminationTask(config={**config, "test_split": "test", "doc_to_text": "", "doc_to_target": "", "metadata": metadata})  # fmt: skip
-            check.build_all_requests(limit=None, rank=0, world_size=1)
+            check = contamination_task(metadata)
             for test in ("codec", "exchangeability"):
                 if test == "codec" and setting != args.settings[0]:
                     continue  # CoDeC's requests do not depend on the exchangeability settings
                 mine = [i for i in check.instances if i.doc["test"] == test]
-                start = len(tokenizer("x").input_ids) - len(tokenizer("x", add_special_tokens=False).input_ids)
-                tokens = sum(len(tokenizer(c + x, add_special_tokens=False).input_ids) + start for c, x in (i.args for i in mine))  # fmt: skip
                 label = "CoDeC (defaults: 1 in-context example, up to 1,000 examples)" if test == "codec" else f"exchangeability {shards} x {permutations}"  # fmt: skip
-                rows.append((label, len(mine), tokens))
+                rows.append((label, *request_tokens(mine, tokenizer)))
     eval_tokens = rows[0][2]
     print(f"ARC-shaped task of {args.examples} examples; tokens of {Path(args.model).name}'s tokenizer; {machine()}\n")
     print("| requests of | requests | tokens | tokens / the eval's |\n|---|---|---|---|")

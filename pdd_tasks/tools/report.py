@@ -677,7 +677,8 @@ def contamination_values(results: dict) -> ContaminationValues | None:
             unusable = [key for key in keys if values.get(key) is None]
             if test == "codec" and not unusable and values[keys[3]] == 0:
                 unusable = [keys[3]]  # no example scored: no score, no p-value
-            if test == "codec" and isinstance(ran, dict) and ran.get("reference") and not reference_drops(values, task):
+            reference = reference_drops(values, task) if test == "codec" else None
+            if test == "codec" and isinstance(ran, dict) and ran.get("reference") and reference is None:
                 # the run compared with a reference whose values are gone: not against the null instead
                 unusable += [f"reference_codec_score/{task},none", f"reference_codec_examples/{task},none"]
             if unusable:
@@ -685,7 +686,7 @@ def contamination_values(results: dict) -> ContaminationValues | None:
             elif test == "codec":
                 n = int(values[keys[3]])
                 found[task][test] = (round(values[keys[0]] * n), n)
-                found[task][REFERENCE] = reference_drops(values, task)
+                found[task][REFERENCE] = reference
             else:
                 found[task][test] = values[keys[0]]
     return ContaminationValues(values, summary, tasks, found, damaged)
