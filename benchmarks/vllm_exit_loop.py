@@ -1,7 +1,7 @@
 """How often a vLLM process dies at exit (issue 32, item 8): the same command N times, each exit status counted.
 
-    .venv/bin/python benchmarks/vllm_exit_loop.py --runs 20 [--command bare|lm_eval] [--stock] [--load 2]
-        [--parallel 1] [--model DIR] [--json out.json]
+    .venv/bin/python benchmarks/vllm_exit_loop.py --runs 20 [--command bare|lm_eval|tier] [--stock] [--load 2]
+        [--parallel 1] [--model DIR] [--json out.json] [--until-failure]
 
 The vLLM tier (``tests/test_vllm_engine.py``) once died in about ten runs: every vLLM process of one
 pytest session printed its results, then died at exit with SIGABRT ("terminate called without an
@@ -28,6 +28,7 @@ that did not exit 0 is kept under ``--keep`` (default: a temporary folder, named
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -91,7 +92,7 @@ metadata:
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--command", choices=("bare", "lm_eval"), default="bare")
+    parser.add_argument("--command", choices=("bare", "lm_eval", "tier"), default="bare")
     parser.add_argument("--stock", action="store_true", help="vLLM's own exit: the plugin not applied / not loaded")
     parser.add_argument("--load", type=int, default=0, help="busy-looping processes meanwhile")
     parser.add_argument("--parallel", type=int, default=1, help="commands at a time")
@@ -99,6 +100,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--cores", action="store_true", help="allow core dumps (ulimit -c unlimited) in each run")
     parser.add_argument("--keep", type=Path, default=None, help="folder for the stderr of failed runs")
     parser.add_argument("--json", type=Path, default=None, help="write every run's record here")
+    parser.add_argument("--until-failure", action="store_true", help="stop at the first run that fails")
     return parser.parse_args()
 
 
@@ -124,6 +126,19 @@ def frequency_table(model: Path, path: Path) -> Path:
 
 def command_for(args: argparse.Namespace, model: Path, work: Path) -> tuple[list[str], str]:
     """The command of one run (in ``work``) and the line of its stdout that says it wrote its results."""
+    if args.command == "tier":
+        python = REPO / ".venv" / "bin" / "python"
+        return [
+            str(python),
+            "-m",
+            "pytest",
+            "-q",
+            "-m",
+            "vllm_engine",
+            "-p",
+            "no:cacheprovider",
+            str(REPO / "tests"),
+        ], ""
     if args.command == "bare":
         return [str(VENV / "bin" / "python"), "-c", BARE_SCRIPT, str(model), "stock" if args.stock else ""], "RESULT"
     out = work / "out"
@@ -163,13 +178,17 @@ def one_run(number: int, args: argparse.Namespace, model: Path, root: Path) -> d
         if args.cores:
             resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
 
+    if args.command == "tier":  # pytest in the checkout's own environment, as .ci/test runs it
+        env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     began = time.monotonic()
     finished = subprocess.run(
-        command, cwd=work, env=env, capture_output=True, text=True, timeout=900, preexec_fn=limits
+        command, cwd=work, env=env, capture_output=True, text=True, timeout=1800, preexec_fn=limits
     )
     seconds = time.monotonic() - began
-    results = any(line.startswith(written) for line in finished.stdout.splitlines()) or (
-        args.command == "lm_eval" and any((work / "out").rglob("results_*.json"))
+    results = (
+        (args.command == "tier" and finished.returncode == 0)
+        or any(line.startswith(written) for line in finished.stdout.splitlines())
+        or (args.command == "lm_eval" and any((work / "out").rglob("results_*.json")))
     )
     record = {
         "run": number,
@@ -181,6 +200,8 @@ def one_run(number: int, args: argparse.Namespace, model: Path, root: Path) -> d
         "engine_exit_patch": "vllm-engine-exit" in finished.stdout if args.command == "bare" else None,
         "seconds": round(seconds, 1),
     }
+    if args.command == "tier":  # pytest's last line: "16 passed, 1 skipped in 284.50s (0:04:44)"
+        record["summary"] = (finished.stdout.strip().splitlines() or [""])[-1]
     if finished.returncode != 0:
         (work / "stderr.txt").write_text(finished.stderr)
         (work / "stdout.txt").write_text(finished.stdout)
@@ -188,34 +209,48 @@ def one_run(number: int, args: argparse.Namespace, model: Path, root: Path) -> d
     return record
 
 
+def run_line(record: dict) -> str:
+    """One run's line of the printout."""
+    patch = {True: "yes", False: "no", None: "-"}[record["engine_exit_patch"]]
+    return (
+        f"run {record['run']:3d}: exit {record['returncode']:4d} {record['signal'] or '':8s} "
+        f"results {'yes' if record['results_written'] else 'no ':3s} "
+        f"terminate-called {'yes' if record['terminate_called'] else 'no ':3s} "
+        f"vllm-engine-exit {patch:3s} {record['seconds']:6.1f} s"
+        + (f"  [{record['summary']}]" if "summary" in record else "")
+    )
+
+
 def main() -> None:
     args = parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="vllm-exit-loop-"))
     root.mkdir(parents=True, exist_ok=True)
-    model = args.model or tiny_model(root / "tiny-gpt2")
+    model = args.model or (REPO if args.command == "tier" else tiny_model(root / "tiny-gpt2"))
     if args.command == "lm_eval" and not args.stock:
         frequency_table(model, root / "tiny-table.npz")  # once, before the runs (command_for names it)
     load = [
         subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)
     ]  # ended below, by their own handles
+    label = f"{args.command}{' --stock' if args.stock else ''}, load {args.load}, parallel {args.parallel}"
     records = []
     try:
         with ThreadPoolExecutor(args.parallel) as pool:
-            for record in pool.map(lambda n: one_run(n, args, model, root), range(1, args.runs + 1)):
-                records.append(record)
-                print(
-                    f"run {record['run']:3d}: exit {record['returncode']:4d} {record['signal'] or '':8s} "
-                    f"results {'yes' if record['results_written'] else 'no ':3s} "
-                    f"terminate-called {'yes' if record['terminate_called'] else 'no ':3s} "
-                    f"vllm-engine-exit {({True: 'yes', False: 'no', None: '-'})[record['engine_exit_patch']]:3s} "
-                    f"{record['seconds']:6.1f} s",
-                    flush=True,
-                )
+            numbers = iter(range(1, args.runs + 1))
+            # submitted in waves of --parallel, so that --until-failure stops before the next wave
+            while wave := [
+                pool.submit(one_run, n, args, model, root) for n in itertools.islice(numbers, args.parallel)
+            ]:
+                for record in (future.result() for future in wave):
+                    records.append(record)
+                    print(run_line(record), flush=True)
+                if args.json:  # after every wave: a loop stopped midway keeps what it measured
+                    args.json.write_text(json.dumps({"command": label, "runs": records}, indent=1))
+                if args.until_failure and any(r["returncode"] != 0 for r in records):
+                    break
     finally:
         for process in load:
             process.terminate()
             process.wait()
-    label = f"{args.command}{' --stock' if args.stock else ''}, load {args.load}, parallel {args.parallel}"
     failed = [r for r in records if r["returncode"] != 0]
     aborted = [r for r in records if r["signal"] == "SIGABRT"]
     print(
