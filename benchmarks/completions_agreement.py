@@ -11,7 +11,7 @@ those dequantized); ``vllm``, vLLM's own ``vllm serve`` from ``.venv-vllm`` (``.
 the same float32 weights.
 Prints, per method, the mean / 95th percentile / max absolute per-document score difference, the
 Pearson and Spearman correlations, and both AUCs: the numbers behind the tolerances of
-``tests/test_completions_server.py``.
+``tests/backends/test_completions_server.py``.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ the stock ``arc_easy`` / ``gsm8k`` prompts render an example with its answer
   word among 3 words of other sentences. Free answer (:func:`capitals_rows`, GSM8K-shaped): ``How many
   words of "<sentence>" begin with a capital letter?``, answered by listing them, ``#### <count>``.
   Only the question's frame is templated; the sentences and so most of each row differ;
-- ``--rows templated``: the generators of ``tests/standard_tasks_support.py`` (rows that differ only in
+- ``--rows templated``: the generators of ``tests/support/standard_tasks.py`` (rows that differ only in
   names and numbers; there one in-context example makes every row more likely, seen or not, and CoDeC
   scores 0).
 
@@ -93,7 +93,7 @@ from ptdi_fdr import measure
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from standard_tasks_support import arc_rows, gsm8k_rows  # noqa: E402
+from support.standard_tasks import arc_rows, gsm8k_rows  # noqa: E402
 
 from pdd_metrics.codec import codec_pvalue  # noqa: E402
 from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE, codec_calibrated_pvalue, decide  # noqa: E402
@@ -118,7 +118,7 @@ def unseen_texts(folder: Path) -> list[str]:
     if not path.is_file():
         raise SystemExit(
             f"{path}: not found. --sentences names the folder of WikiMIA-24 (../shared/data/WikiMIA-24, see its "
-            "PROVENANCE.md); --rows templated uses the generators of tests/standard_tasks_support.py instead."
+            "PROVENANCE.md); --rows templated uses the generators of tests/support/standard_tasks.py instead."
         )
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return [row["input"] for row in rows if row["label"] == 0]
@@ -725,7 +725,7 @@ def main() -> int:
     parser.add_argument(
         "--rows", choices=["sentences", "templated"], default="sentences",
         help="benchmark rows built from real sentences (WikiMIA-24's non-members; default) or the templated "
-        "generators of tests/standard_tasks_support.py",
+        "generators of tests/support/standard_tasks.py",
     )  # fmt: skip
     parser.add_argument("--sentences", type=Path, default=SHARED_DATA / "WikiMIA-24", help="WikiMIA-24's folder")
     parser.add_argument("--words", type=int, default=32, help="each sentence text cut to its first N words")

@@ -17,7 +17,7 @@ With ``--members 0`` every identification is false and the FDR is the chance of 
     python benchmarks/ptdi_fdr.py <output_path>/<model>/samples_pdd_controlled_*.jsonl --seeds 200
 
 ``--tiny DIR`` makes the samples log first, on this machine, without any download: a 2-layer GPT-2
-(the tests' fixture model, ``tests/conftest.py``) trained for ``--steps`` steps on
+(the tests' fixture model, ``tests/support/models.py``) trained for ``--steps`` steps on
 ``--tiny-members`` WikiMIA-32 texts, then a real ``lm_eval`` run of labelled ``pdd_custom`` on those
 texts (label 1) and ``--tiny-unseen`` others (label 0) with ``--log_samples``:
 
@@ -46,7 +46,8 @@ def make_tiny_samples(directory: Path, members: int, unseen: int, steps: int) ->
     """Train the tests' tiny GPT-2 on ``members`` WikiMIA-32 texts and score them with ``unseen``
     others through labelled ``pdd_custom``; the samples log's path (reused if already there)."""
     sys.path.insert(0, str(REPO / "tests"))
-    from conftest import build_table_for, build_tiny_model, train_on, wikimia_rows
+    from support.harness import wikimia_rows
+    from support.models import build_table_for, build_tiny_model, train_on
 
     out = directory / "out"
     found = sorted(out.rglob("samples_pdd_custom_*.jsonl"))

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/vllm_exit_loop.py --runs 20 [--command bare|lm_eval|tier] [--stock] [--load 2]
         [--parallel 1] [--model DIR] [--json out.json] [--until-failure]
 
-The vLLM tier (``tests/test_vllm_engine.py``) once died in about ten runs: every vLLM process of one
+The vLLM tier (``tests/backends/test_vllm_engine.py``) once died in about ten runs: every vLLM process of one
 pytest session printed its results, then died at exit with SIGABRT ("terminate called without an
 active exception"). This script runs, ``--runs`` times, the smallest commands that go through the
 same teardown, with the tests' environment (``.venv-vllm``, vLLM's CPU engine, ``enforce_eager``,
@@ -22,7 +22,7 @@ busy-looping processes running meanwhile (the failing session ran beside other t
 limit of 0 (``--cores``: unlimited, so that a core can be read with gdb); the stderr of every run
 that did not exit 0 is kept under ``--keep`` (default: a temporary folder, named at the end).
 
-``--model`` defaults to a tiny GPT-2 built as ``tests/conftest.py``'s ``tiny_model`` (WikiMIA BPE).
+``--model`` defaults to a tiny GPT-2 built as the tests' ``tiny_model`` (``tests/support/models.py``) (WikiMIA BPE).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 VENV = REPO / ".venv-vllm" if (REPO / ".venv-vllm").exists() else Path("/work/main/.venv-vllm")
 
-#: The tests' settings of the CPU engine (tests/test_vllm_engine.py: VLLM_CPU_ENV) and of every process.
+#: The tests' settings of the CPU engine (tests/backends/test_vllm_engine.py: VLLM_CPU_ENV) and of every process.
 ENV = {
     "VLLM_TARGET_DEVICE": "cpu",
     "VLLM_CPU_KVCACHE_SPACE": "1",
@@ -71,7 +71,7 @@ if __name__ == "__main__":
     print("RESULT", len(output[0].prompt_logprobs), flush=True)
 """
 
-#: ``lm_eval --stock``: a stock multiple-choice task on a local file (tests/test_cli_end_to_end.py's STOCK_TASK).
+#: ``lm_eval --stock``: a stock multiple-choice task on a local file (tests/support/standard_tasks.py's STOCK_TASK).
 STOCK_TASK = """task: local_choice
 dataset_path: json
 dataset_kwargs:
@@ -105,20 +105,20 @@ def parse_args() -> argparse.Namespace:
 
 
 def tiny_model(directory: Path) -> Path:
-    """The tests' tiny GPT-2 (tests/conftest.py: build_tiny_model), built once in ``directory``."""
+    """The tests' tiny GPT-2 (tests/support/models.py: build_tiny_model), built once in ``directory``."""
     if not (directory / "config.json").exists():
         sys.path.insert(0, str(REPO / "tests"))
-        from conftest import build_tiny_model
+        from support.models import build_tiny_model
 
         build_tiny_model(directory)
     return directory
 
 
 def frequency_table(model: Path, path: Path) -> Path:
-    """DC-PDD's frequency table for ``model``'s tokenizer (tests/conftest.py: build_table_for), built once."""
+    """DC-PDD's frequency table for ``model``'s tokenizer (tests/support/models.py: build_table_for), built once."""
     if not path.exists():
         sys.path.insert(0, str(REPO / "tests"))
-        from conftest import build_table_for
+        from support.models import build_table_for
 
         build_table_for(model, path)
     return path

@@ -63,7 +63,7 @@ exchangeability with the benchmark is the one assumption, and the user's to meet
 the gap between the two: after 12 steps of tuning on a file, example by example, the file scored
 0.958-1.000 and unseen files of its shape 0.792-0.917 (above); on the default model and plain text
 (issue 33: 48 WikiMIA-32 non-members), 0.979 on the tuned file and 0.56 on unseen ones; through the
-whole pipeline with a reference (``tests/test_verdict_end_to_end.py``), 0.875 against 0.583, p =
+whole pipeline with a reference (``tests/end_to_end/test_verdict_end_to_end.py``), 0.875 against 0.583, p =
 0.0012. Like CoDeC's own binomial interval, the test treats the examples' drops as independent (each
 example's in-context example is drawn from its own file, which couples them weakly). A task with a
 reference is not "inconclusive": the reference says what data of its kind scores.

@@ -6,7 +6,7 @@ pre- and mid-training subset; groups ``pdd_olmo_detect`` and ``pdd_olmo_detect_s
     python task_configs/generate.py            # rewrite the YAMLs
     python task_configs/generate.py --check    # list the YAMLs that differ from what it would write
 
-``tests/test_tasks.py`` runs the check, so a YAML edited by hand without this file fails the tests.
+``tests/tasks/test_tasks.py`` runs the check, so a YAML edited by hand without this file fails the tests.
 """
 
 from __future__ import annotations

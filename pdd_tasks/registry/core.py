@@ -74,7 +74,7 @@ class Method:
             call of the method's pure function of :mod:`pdd_metrics`.
         reference: ``reference(inputs, settings)`` -> the same score computed plainly from the same
             inputs (a loop over the tokens, as the paper writes its equation), with no call of
-            :mod:`pdd_metrics`; ``tests/test_registry.py`` compares ``score`` with it for every
+            :mod:`pdd_metrics`; ``tests/methods/test_registry.py`` compares ``score`` with it for every
             registered method on hand-made and random inputs.
         label: ``label(settings)`` -> the table label, from the settings in effect.
         citation: the paper and equation.

@@ -1,7 +1,7 @@
 """The documentation's tables of methods and settings, generated from the method registry.
 
 ``docs/settings.md`` is this module's rendering of :data:`pdd_tasks.registry.METHODS` and
-:data:`pdd_tasks.registry.SETTINGS`, so the page cannot drift from the code (``tests/test_docs.py``
+:data:`pdd_tasks.registry.SETTINGS`, so the page cannot drift from the code (``tests/project/test_docs.py``
 compares them):
 
     python -m pdd_tasks.tools.docs_tables           # prints the difference, exit status 1 if any

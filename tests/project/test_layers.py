@@ -1,0 +1,129 @@
+"""Layers point down: no module of pdd_metrics or pdd_tasks imports one of a higher layer, and no
+two modules import each other, read from the source of every module (``ast``), imports inside
+functions included."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: The layers, lowest first; a module may import modules of its own layer or of a lower one. A
+#: module belongs to the longest prefix listed here that names it or a package above it.
+LAYERS = (
+    ("pdd_metrics",),  # pure scoring functions: NumPy in, floats out
+    ("pdd_tasks", "pdd_tasks.errors", "pdd_tasks.paths"),
+    # data, reference tables, the methods and the dataset-level tests (their registries)
+    ("pdd_tasks.loading", "pdd_tasks.freq", "pdd_tasks.registry", "pdd_tasks.dataset_tests"),
+    # per-run preparation, per-token capture, and the patches that route lm-eval's requests to it
+    ("pdd_tasks.prepare", "pdd_tasks.backends", "pdd_tasks.lm_eval_patches"),
+    ("pdd_tasks.tasks",),  # the lm-eval task classes
+    ("pdd_tasks.tools",),  # the command lines (lm-eval-pdd)
+)
+#: Packages pdd_metrics must not import: it takes arrays, not models or harness objects.
+NOT_IN_METRICS = ("lm_eval", "torch", "transformers", "datasets", "vllm")
+
+
+def module_files() -> dict[str, Path]:
+    files = {}
+    for path in sorted([*REPO.glob("pdd_metrics/**/*.py"), *REPO.glob("pdd_tasks/**/*.py")]):
+        parts = list(path.relative_to(REPO).with_suffix("").parts)
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return files
+
+
+MODULES = module_files()
+
+
+def imports_of(name: str) -> list[tuple[str, int]]:
+    """``(imported module, line)`` of every import in module ``name``; ``from package import x`` names
+    the submodule ``package.x`` where there is one."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([node.module] if node.module else []))
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                found.append((submodule if submodule in MODULES else base, node.lineno))
+    return found
+
+
+def layer_of(name: str) -> int:
+    matches = [
+        (len(prefix), index)
+        for index, prefixes in enumerate(LAYERS)
+        for prefix in prefixes
+        if name == prefix or name.startswith(prefix + ".")
+    ]
+    if not matches:
+        raise AssertionError(f"{name} is in no layer: add it to LAYERS in tests/project/test_layers.py")
+    return max(matches)[1]
+
+
+def test_the_modules_are_found_and_every_one_has_a_layer():
+    assert {"pdd_metrics.methods", "pdd_tasks.registry", "pdd_tasks.tasks.base", "pdd_tasks.tools.cli"} <= set(MODULES)
+    for name in MODULES:
+        layer_of(name)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_imports_a_higher_layer(name):
+    upward = [
+        f"{name}:{line} imports {target} (layer {layer_of(target)} > {layer_of(name)})"
+        for target, line in imports_of(name)
+        if target.startswith(("pdd_metrics", "pdd_tasks")) and layer_of(target) > layer_of(name)
+    ]
+    assert not upward, "\n".join(upward)
+
+
+def test_pdd_metrics_imports_no_model_or_harness_package():
+    found = [
+        f"{name}:{line} imports {target}"
+        for name in MODULES
+        if name.startswith("pdd_metrics")
+        for target, line in imports_of(name)
+        if target.split(".")[0] in NOT_IN_METRICS
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_no_import_cycle():
+    graph = {
+        name: {target for target, _ in imports_of(name) if target in MODULES and target != name} for name in MODULES
+    }
+    cycles, state = [], {}
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = "open"
+        for target in sorted(graph[name]):
+            if state.get(target) == "open":
+                cycles.append(" -> ".join(path[path.index(target) :] + [target]))
+            elif target not in state:
+                visit(target, [*path, target])
+        state[name] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert not cycles, "\n".join(cycles)
+
+
+def test_every_package_is_installed():
+    """pyproject.toml lists the packages a wheel holds (``[tool.setuptools] packages``): every folder of
+    pdd_metrics and pdd_tasks with an ``__init__.py`` is one of them (an editable install finds it
+    without, a wheel would not)."""
+    tomllib = pytest.importorskip("tomllib")
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    packages = {name for name, path in MODULES.items() if path.name == "__init__.py"}
+    assert packages - listed == set()
