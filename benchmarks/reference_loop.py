@@ -5,8 +5,8 @@
 
 (a) reference loop, written from the description of the Min-K%++ and DC-PDD scripts: one text at a
     time, a float32 forward pass of ``[start] + tokens``, full ``softmax`` and ``log_softmax`` of the
-    logits, the token log-probs, mu and sigma moved to the CPU and every method scored there with
-    ``pdd_metrics``; the lowercased text is a second forward pass;
+    logits, the token log-probs, mu, sigma and the top-1 log-prob (Gap-K%) moved to the CPU and every
+    method scored there with ``pdd_metrics``; the lowercased text is a second forward pass;
 (b) the pdd path: ``HFLM.loglikelihood`` on the pdd task's per-token requests (batched, statistics
     reduced on the device), then ``process_results`` (every method), in float32;
 (c) with ``--bf16``: (b) with the model in bfloat16 (the log-softmax is still taken in float32).
@@ -51,11 +51,14 @@ def reference_loop(model, tokenizer, start_id: int, texts: list[str], log_freq: 
                 token_log_probs = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
                 mu = (probs * log_probs).sum(-1)
                 sigma = ((probs * log_probs.square()).sum(-1) - mu.square()).clamp_min(0).sqrt()
-                per_text.append((targets.numpy(), token_log_probs.numpy(), mu.numpy(), sigma.numpy()))
-            (ids_, lp, mu_, sigma_), extra = per_text[0], {}
-            for (method, _, _), (_, extra_lp, _, _) in zip(extra_requests(text, settings), per_text[1:], strict=True):
+                top1 = log_probs.max(-1).values
+                per_text.append((targets.numpy(), token_log_probs.numpy(), mu.numpy(), sigma.numpy(), top1.numpy()))
+            (ids_, lp, mu_, sigma_, top1_), extra = per_text[0], {}
+            for (method, _, _), (_, extra_lp, _, _, _) in zip(
+                extra_requests(text, settings), per_text[1:], strict=True
+            ):
                 extra.setdefault(method, []).append(extra_lp)
-            inputs = TextInputs(text, lp, ids_, mu_, sigma_, log_freq, extra)
+            inputs = TextInputs(text, lp, ids_, mu_, sigma_, log_freq, extra, top1=top1_)
             score_text(inputs, settings)
             scored += len(lp)
     return scored

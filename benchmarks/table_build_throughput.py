@@ -1,11 +1,11 @@
 """Frequency-table build throughput against the tokenizer's own batch encoding, same texts, one run.
 
-    python benchmarks/table_build_throughput.py [--docs 600] [--repeats 3] [--batch-size 256]
+    python benchmarks/table_build_throughput.py [--docs 600] [--repeats 3] [--batch-size 256] [--pile FILE]
 
-Texts: ``--docs`` documents of the Pile test-split sample (../shared/data/pile-test-sample), taken at
-an even stride so every domain is in, written once to a temporary ``.jsonl.gz``. The tokenizer is
-the default model's (SmolLM2-135M-Instruct). Runs, alternating (a, b, c, d, a, b, ...), medians
-compared:
+Texts: ``--docs`` documents of the Pile test-split sample (../shared/data/pile-test-sample; ``--pile``:
+another ``.jsonl[.gz]`` file with a ``text`` field), taken at an even stride so every domain is in,
+written once to a temporary ``.jsonl.gz``. The tokenizer is the default model's
+(SmolLM2-135M-Instruct). Runs, alternating (a, b, c, d, a, b, ...), medians compared:
 
 (a) ``tokenizer(batch, add_special_tokens=False)`` over the texts in memory, batches of
     ``--batch-size``, ``TOKENIZERS_PARALLELISM=true`` (the tokenizer's own batch encoding, all cores);
@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import shutil
 import statistics
 import tempfile
 import time
@@ -43,6 +44,7 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=600)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--pile", type=Path, default=PILE, help="the corpus file (default: the Pile sample)")
     args = parser.parse_args()
 
     from transformers import AutoTokenizer
@@ -52,9 +54,9 @@ def main() -> None:
     from pdd_tasks.freq.tables import build_table, iter_jsonl_texts, tokenizer_parallelism
     from pdd_tasks.tools.default_model import ensure_default_model
 
-    if not PILE.is_file():
-        raise SystemExit(f"needs the Pile sample at {PILE}")
-    all_texts = list(iter_jsonl_texts(PILE))
+    if not args.pile.is_file():
+        raise SystemExit(f"needs the Pile sample at {args.pile}")
+    all_texts = list(iter_jsonl_texts(args.pile))
     stride = max(1, len(all_texts) // args.docs)
     texts = all_texts[::stride][: args.docs]
     del all_texts
@@ -109,6 +111,7 @@ def main() -> None:
                 times[name].append(time.perf_counter() - start)
                 encoded_tokens = enc or encoded_tokens
                 counted = cnt or counted
+    shutil.rmtree(tmp)
     medians = {name: statistics.median(values) for name, values in times.items()}
     base = medians[next(iter(runs))]
     chars = sum(map(len, texts))
@@ -117,7 +120,7 @@ def main() -> None:
 
     print("Machine:", machine(f"tokenizers {tokenizers.__version__}", f"transformers {transformers.__version__}"))
     print(
-        f"Texts: {len(texts)} Pile-sample documents ({chars:,} characters), {encoded_tokens:,} tokens encoded, "
+        f"Texts: {len(texts)} documents of {args.pile.name} ({chars:,} characters), {encoded_tokens:,} tokens encoded, "
         f"{counted:,} counted (first 1024 per document); batch size {args.batch_size}, all cores "
         f"(TOKENIZERS_PARALLELISM=true), median of {args.repeats} alternating runs"
     )

@@ -2,18 +2,23 @@
 with tables from different corpora (and from no corpus at all).
 
     python benchmarks/table_sensitivity.py [--limit N] [--controlled-dir DIR [--skip-wikimia]] [--a 0.01|none] [--json OUT.json]
+        [--pile FILE] [--tables NAME ...]
 
 Tables, all for the scored model's tokenizer (built here, into --work-dir, reused on reruns):
 
-- ``pile-all``: the whole Pile test-split sample in ../shared/data/pile-test-sample (10,959 docs);
-  the reference every other table is compared with (for the default model its counts equal the
-  shipped table's, which the script checks);
+- ``pile-all``: the whole Pile test-split sample in ../shared/data/pile-test-sample (10,959 docs;
+  ``--pile``: another ``.jsonl[.gz]`` file with ``text`` and ``domain`` fields); the reference every
+  other table is compared with (for the default model its counts equal the shipped table's, which
+  the script checks);
 - ``pile-10%``: shard 0 of 10 of the same file (every 10th document, ``--shard-by document``);
 - ``pile-<domain>``: one domain only (``--where domain=<domain>``; default ``github``, source code,
   a corpus mismatched with Wikipedia prose; ``--domain`` repeats);
 - ``wordfreq-en``, ``wordfreq-zh``, ``jieba-zh``: estimates from word-frequency lists (the Chinese
   ones are mismatched for English texts; they are listed for completeness);
 - ``uniform``: every count equal, i.e. f(v) = 1/|V| for every token (no calibration by frequency).
+
+``--tables`` builds and compares only the tables it names (``pile-all``, the reference, always; the
+word-list estimates take about 17 s each on one core).
 
 Per-token log-probs are computed once per model with transformers directly (float32, each text scored
 after the model's start token, BOS if set else EOS, as lm-eval's HF backend does for the pdd tasks)
@@ -68,7 +73,10 @@ class TextSet:
 def wikimia_texts(limit: int | None) -> TextSet:
     texts, labels, groups = [], [], []
     for length in WIKIMIA_LENGTHS:
-        rows = [json.loads(line) for line in (WIKIMIA_DIR / f"WikiMIA_length{length}.jsonl").open(encoding="utf-8")]
+        rows = [
+            json.loads(line)
+            for line in (WIKIMIA_DIR / f"WikiMIA_length{length}.jsonl").read_text(encoding="utf-8").splitlines()
+        ]
         if limit is not None:
             rows = rows[:limit]
         texts += [row["input"] for row in rows]
@@ -83,7 +91,7 @@ def controlled_texts(directory: Path, limit: int | None) -> TextSet:
         sys.exit(
             f"--controlled-dir {directory}: expected {path} and a transformers model directory {directory / 'model'}"
         )
-    rows = [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     if limit is not None:
         rows = rows[:limit]
     for i, row in enumerate(rows, 1):
@@ -164,8 +172,11 @@ TABLE_NOTES = {
 }
 
 
-def build_tables(model_dir: Path, domains: list[str], cache_dir: Path) -> dict:
-    """Every table of the comparison for the model's tokenizer, built once into ``cache_dir``."""
+def build_tables(
+    model_dir: Path, domains: list[str], cache_dir: Path, pile_file: Path = PILE, only: list[str] | None = None
+) -> dict:
+    """Every table of the comparison for the model's tokenizer (those of ``only`` and ``pile-all``
+    where given), built once into ``cache_dir``."""
     from transformers import AutoTokenizer
 
     from pdd_tasks.freq.build import build
@@ -176,10 +187,12 @@ def build_tables(model_dir: Path, domains: list[str], cache_dir: Path) -> dict:
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     fingerprint = tokenizer_fingerprint(tokenizer)
     where = cache_dir / f"tables_{fingerprint[:16]}"
+    if pile_file != PILE:  # another corpus: other tables
+        where = where.with_name(f"{where.name}_{hashlib.sha256(str(pile_file.resolve()).encode()).hexdigest()[:8]}")
     where.mkdir(parents=True, exist_ok=True)
-    if not PILE.is_file():
-        sys.exit(f"needs the Pile sample at {PILE}")
-    pile = local_sources([PILE])
+    if not pile_file.is_file():
+        sys.exit(f"needs the Pile sample at {pile_file}")
+    pile = local_sources([pile_file])
 
     def estimate(pairs_and_description, language):
         pairs, description = pairs_and_description
@@ -189,7 +202,9 @@ def build_tables(model_dir: Path, domains: list[str], cache_dir: Path) -> dict:
         "pile-all": lambda: build(pile, tokenizer, progress=False),
         "pile-10%": lambda: build(pile, tokenizer, progress=False, shard_index=0, num_shards=10, shard_by="document"),
         **{
-            f"pile-{d}": (lambda d=d: build(local_sources([PILE], where=(("domain", d),)), tokenizer, progress=False))
+            f"pile-{d}": (
+                lambda d=d: build(local_sources([pile_file], where=(("domain", d),)), tokenizer, progress=False)
+            )
             for d in domains
         },
         "wordfreq-en": lambda: estimate(wordfreq_word_counts("en"), "en"),
@@ -197,8 +212,13 @@ def build_tables(model_dir: Path, domains: list[str], cache_dir: Path) -> dict:
         "jieba-zh": lambda: estimate(jieba_word_counts(), "zh"),
         "uniform": lambda: uniform_table(tokenizer),
     }
+    unknown = sorted(set(only or []) - set(recipes))
+    if unknown:
+        sys.exit(f"--tables {' '.join(unknown)}: no such table; choose from {', '.join(recipes)}")
     tables = {}
     for name, make in recipes.items():
+        if only and name != "pile-all" and name not in only:
+            continue
         path = where / f"{name.replace('%', 'pct')}.npz"
         if path.is_file():
             tables[name] = FrequencyTable.load(path)
@@ -293,6 +313,10 @@ def main() -> None:
         default=Path("/tmp/lm_eval_pdd_table_sensitivity"),
         help="log-probs and tables are kept here",
     )
+    parser.add_argument(
+        "--pile", type=Path, default=PILE, help="the corpus of the pile-* tables (default: the Pile sample)"
+    )
+    parser.add_argument("--tables", nargs="+", default=None, help="only these tables, and pile-all (default: all)")
     parser.add_argument("--logprobs-only", action="store_true")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--json", type=Path, default=None, help="also write every number here")
@@ -321,7 +345,7 @@ def main() -> None:
         logprobs = token_logprobs(Path(model_dir), textset, args.cache_dir, args.batch_size)
         if args.logprobs_only:
             continue
-        built = build_tables(Path(model_dir), domains, args.cache_dir)
+        built = build_tables(Path(model_dir), domains, args.cache_dir, args.pile, args.tables)
         vocab_size = AutoConfig.from_pretrained(model_dir).vocab_size
         cap = None if args.a.lower() == "none" else float(args.a)
         result = evaluate(textset, logprobs, built["tables"], vocab_size, a=cap)

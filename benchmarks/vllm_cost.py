@@ -1,7 +1,7 @@
 """Per-text cost of the pdd capture on vLLM (top-k and exact mu/sigma) and on HF, side by side in one run.
 
     VLLM_TARGET_DEVICE=cpu .venv-vllm/bin/python benchmarks/vllm_cost.py [--model DIR] [--task pdd_wikimia_32]
-        [--texts 40] [--repeats 2] [--profile] [--no-lists]
+        [--texts 40] [--repeats 2] [--profile] [--no-lists] [--freq-table TABLE.npz]
 
 Runs in vLLM's environment (``.ci/install-vllm``; on a GPU machine any environment with vLLM). One
 vLLM engine (lm-eval's ``VLLM``, float32, ``max_logprobs=-1`` so that one engine serves both modes,
@@ -27,7 +27,9 @@ under cProfile and prints where this process's time went, and times here what vL
 it without patch ``vllm-worker-prompt-stats`` (a sort of the whole distribution at every position,
 ``torch.topk`` with k = |V|).
 
-``--model`` defaults to the converted default model (``lm-eval-pdd default-model`` writes it).
+``--model`` defaults to the converted default model (``lm-eval-pdd default-model`` writes it);
+``--freq-table`` is DC-PDD's reference table for it (the task's ``freq_table``; default: the table
+installed or shipped for its tokenizer).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--no-lists", action="store_true", help="skip the slow 'vllm exact, vLLM's lists' capture")
+    parser.add_argument("--freq-table", default=None, help="DC-PDD's reference table (default: the one for --model)")
     return parser.parse_args()
 
 
@@ -123,7 +126,9 @@ def main() -> None:
     hf = HFLM(pretrained=model_dir, dtype="float32", device="cpu", batch_size=8)
     lm_eval_patches.apply()  # after lm-eval's vLLM module is loaded: both backends route per-token requests
     arrays, worker = (lm_eval_patches.VLLM_PROMPT_LOGPROB_ARRAYS, lm_eval_patches.WORKER_PROMPT_STATS)
-    manager = TaskManager(include_path=tasks_path())
+    # the pdd tasks only: indexing lm-eval's own ~14,000 task YAMLs would add some 10 s
+    metadata = {"freq_table": args.freq_table} if args.freq_table else None
+    manager = TaskManager(include_path=tasks_path(), include_defaults=False, metadata=metadata)
     task = manager.load(args.task)["tasks"][args.task]
     docs = list(task.test_docs())[: args.texts]
     requests = [

@@ -1,31 +1,94 @@
-"""Smoke runs of benchmark scripts at toy size, so that none rots (issue 31, item 4): each runs its
-real code path on the CPU and must print its table; the numbers are not checked here."""
+"""Smoke runs of every benchmark script at toy size, so that none rots (issue 31, item 4): each runs its
+real code path on the CPU and must print its table; the numbers are not checked here.
+
+Most run in this process (:func:`run_here`): the script's ``__main__`` with its command line, and the
+``lm_eval`` commands it starts run as :mod:`in_process` runs them (a new process costs ~15 s of imports
+and lm-eval's task index, the toy run a second or two). The vLLM scripts run in ``.venv-vllm``
+(``vllm_engine``)."""
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import json
 import os
+import runpy
 import subprocess
 import sys
+from pathlib import Path
 
-from support.harness import OFFLINE, REPO
+import pytest
+from support import in_process
+from support.harness import OFFLINE, REPO, cpu_float32, harness_args, run_lm_eval, vllm_venv_or_skip, wikimia_rows
 
 
-def run_script(name: str, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, **OFFLINE}
-    return subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / name), *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+BENCHMARKS = REPO / "benchmarks"
+
+
+def lm_eval_here(
+    command, *, env=None, cwd=None, check=False, stdout=None, stderr=None, **_
+) -> subprocess.CompletedProcess:
+    """``subprocess.run`` of the ``lm_eval`` console script, run in this process: ``env``'s changes
+    applied for the run, its output written where ``stdout`` / ``stderr`` name a file, ``check`` honoured."""
+    changed = {key: value for key, value in (env or {}).items() if os.environ.get(key) != value}
+    saved = {key: os.environ.get(key) for key in changed}
+    os.environ.update(changed)
+    try:
+        finished = in_process.run_in_process(
+            in_process.lm_eval_main, ["lm_eval", *command[1:]], Path(cwd or os.getcwd())
+        )
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    for stream, text in ((stdout, finished.stdout), (stderr, finished.stderr)):
+        if hasattr(stream, "write"):
+            stream.write(text)
+    if finished.returncode:  # as a failed process's stderr would show through
+        sys.stderr.write(finished.stderr[-3000:])
+    if check and finished.returncode:
+        raise subprocess.CalledProcessError(finished.returncode, command, finished.stdout, finished.stderr)
+    return subprocess.CompletedProcess(command, finished.returncode, finished.stdout, finished.stderr)
+
+
+@contextlib.contextmanager
+def lm_eval_commands_here():
+    """Every ``subprocess.run`` of the ``lm_eval`` console script runs :func:`lm_eval_here` meanwhile."""
+    real = subprocess.run
+
+    def run(command, *args, **kwargs):
+        if isinstance(command, (list, tuple)) and Path(command[0]).name == "lm_eval":
+            return lm_eval_here(command, *args, **kwargs)
+        return real(command, *args, **kwargs)
+
+    subprocess.run = run
+    try:
+        yield
+    finally:
+        subprocess.run = real
+
+
+def run_here(name: str, *args, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    """``python benchmarks/<name> args`` in this process: the script as ``__main__``, ``benchmarks/``
+    first on ``sys.path`` (as for a script), its ``lm_eval`` commands in this process too."""
+    script = BENCHMARKS / name
+
+    def main():
+        sys.path.insert(0, str(BENCHMARKS))
+        try:
+            with lm_eval_commands_here():
+                runpy.run_path(str(script), run_name="__main__")
+        finally:
+            sys.path.remove(str(BENCHMARKS))
+
+    return in_process.run_in_process(main, [str(script), *map(str, args)], cwd, user_errors_as_messages=False)
 
 
 def test_gpu_check_runs_on_the_cpu_at_toy_size(tmp_path):
     out = tmp_path / "gpu_check.json"
-    process = run_script(
+    process = run_here(
         "gpu_check.py", "--device", "cpu", "--layers", "1", "--hidden", "32", "--texts", "2", "--agreement-texts", "1",
         "--repeats", "1", "--batch-size", "2", "--json", str(out),
     )  # fmt: skip
@@ -36,14 +99,14 @@ def test_gpu_check_runs_on_the_cpu_at_toy_size(tmp_path):
 
 
 def test_prefix_sharing_counts_wikimia_without_a_model():
-    process = run_script("prefix_sharing.py", "--limit", "3", "--wikimia24", str(REPO / "no-such-folder"))
+    process = run_here("prefix_sharing.py", "--limit", "3", "--wikimia24", str(REPO / "no-such-folder"))
     assert process.returncode == 0, process.stderr[-3000:]
     # the shipped WikiMIA's four splits in one run: 1,650 texts, 3,300 passes without sharing, 1,552 with
     assert "| pdd_wikimia | all four, one run | 1650 | 3,300 / 1,552 | 351,305 / 211,066 | 1.66x |" in process.stdout
 
 
 def test_dataset_inference_fpr_runs_on_synthetic_scores():
-    process = run_script("dataset_inference_fpr.py", "--synthetic", "0.5", "--seeds", "5", "--size", "20")
+    process = run_here("dataset_inference_fpr.py", "--synthetic", "0.5", "--seeds", "5", "--size", "20")
     assert process.returncode == 0, process.stderr[-3000:]
     assert "| dataset inference |" in process.stdout
 
@@ -52,7 +115,7 @@ def test_exchangeability_level_runs_and_resamples_at_toy_size(tmp_path):
     package = tmp_path / "controls.json"
     package.write_text("{}")
     args = ["--workdir", str(tmp_path / "work"), "--files", "1", "--examples", "24", "--shards", "6", "--orders", "4"]
-    process = run_script(
+    process = run_here(
         "exchangeability_level.py", *args, "--cells", "4x1", "6x3", "--replicates", "50", "--package-data", str(package)
     )
     assert process.returncode == 0, process.stderr[-3000:]
@@ -60,12 +123,231 @@ def test_exchangeability_level_runs_and_resamples_at_toy_size(tmp_path):
     level = json.loads(package.read_text())["exchangeability_level"]
     assert level["files"] == 1 and set(level["rejects_at_alpha"]) == {"4x1", "6x3"}
     # --reuse: other cells from the same run, no model run
-    again = run_script("exchangeability_level.py", *args, "--cells", "2x2", "--replicates", "50", "--reuse")
+    again = run_here("exchangeability_level.py", *args, "--cells", "2x2", "--replicates", "50", "--reuse")
     assert again.returncode == 0 and "| 2x2 | " in again.stdout, again.stderr[-3000:]
 
 
 def test_contamination_cost_counts_the_check_beside_the_eval():
-    process = run_script("contamination_cost.py", "--examples", "40", "--settings", "4x1", "2x3")
+    process = run_here("contamination_cost.py", "--examples", "40", "--settings", "4x1", "2x3")
     assert process.returncode == 0, process.stderr[-3000:]
     assert "| the eval itself (arc_easy, 0-shot) | 160 | " in process.stdout
     assert "| exchangeability 4 x 1 | 8 | " in process.stdout and "| exchangeability 2 x 3 | 8 | " in process.stdout
+
+
+# ------------------------------------------------------------------ scripts that read a run's samples
+
+
+@pytest.fixture(scope="module")
+def wikimia_run(tiny_model, tiny_table, tmp_path_factory) -> Path:
+    """A ``--log_samples`` run of ``pdd_wikimia_32``'s first 12 texts (7 members, 5 non-members) on the tiny GPT-2."""
+    out = tmp_path_factory.mktemp("wikimia-run")
+    table = {"freq_table": str(tiny_table)}
+    run_lm_eval(harness_args(cpu_float32(tiny_model), "pdd_wikimia_32", out, metadata=table, limit=12), cwd=out)
+    return out
+
+
+def test_compare_runs_compares_the_scores_of_two_runs(wikimia_run):
+    process = run_here("compare_runs.py", wikimia_run, wikimia_run)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "| loss | 12 | 0 | 1.00000 |" in process.stdout and "| dcpdd | 12 | 0 |" in process.stdout
+
+
+def test_stderr_cost_times_the_aggregations_of_a_run(wikimia_run):
+    process = run_here("stderr_cost.py", wikimia_run, "--repeats", "1")
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "pdd_wikimia_32: 12 texts" in process.stdout and "| standard errors, " in process.stdout
+    assert "| blind baseline: classifier fit (once) |" in process.stdout
+
+
+def test_ptdi_fdr_resamples_a_run(wikimia_run):
+    samples = next(wikimia_run.rglob("samples_pdd_wikimia_32_*.jsonl"))
+    args = ["--members", "2", "--non-members", "2", "--references", "3", "--seeds", "3"]
+    process = run_here("ptdi_fdr.py", samples, *args)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "(7 members, 5 non-members)" in process.stdout and "| loss | " in process.stdout
+
+
+# ------------------------------------------------------------------ timings on the default model
+
+
+def test_capture_overhead_times_both_paths():
+    process = run_here("capture_overhead.py", *"--task pdd_wikimia_32 --texts 2 --repeats 1 --batch-size 2".split())
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "2 texts = 4 requests" in process.stdout
+    assert "| stock HF loglikelihood | " in process.stdout and "| pdd capture + scoring | " in process.stdout
+
+
+def test_reference_loop_times_the_authors_loop_beside_the_pdd_path():
+    process = run_here("reference_loop.py", *"--task pdd_wikimia_32 --texts 2 --repeats 1 --batch-size 2".split())
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "| reference loop (batch 1, float32) | " in process.stdout
+    assert "| pdd path (batch 2, float32) | " in process.stdout
+
+
+def test_topk_approximation_compares_top_k_with_exact():
+    process = run_here("topk_approximation.py", "--texts", "4", "--k", "1", "5", "--batch-size", "4")
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "task pdd_wikimia_32: 4 texts" in process.stdout
+    assert "\n| 1 | " in process.stdout and "\n| 5 | " in process.stdout
+
+
+def test_samia_cost_samples_batched_and_one_at_a_time(tiny_model):
+    args = ["--model", tiny_model, "--texts", "1", "--samples", "2", "--max-tokens", "4", "--batch-size", "2"]
+    process = run_here("samia_cost.py", *args)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "1 texts x 2 continuations of up to 4 tokens (2 in all)" in process.stdout
+    assert "batched: " in process.stdout and "drawn identically by both: " in process.stdout
+
+
+# ------------------------------------------------------------------ frequency tables and memory
+
+
+@pytest.fixture(scope="module")
+def small_corpus(tmp_path_factory) -> Path:
+    """A Pile-shaped ``.jsonl.gz`` (``text``, ``domain``): 40 WikiMIA texts, every other one "github"."""
+    path = tmp_path_factory.mktemp("corpus") / "corpus.jsonl.gz"
+    texts = [row["input"] for row in wikimia_rows(64)[:40]]
+    rows = [{"text": text, "domain": ("github", "wikipedia")[i % 2]} for i, text in enumerate(texts)]
+    with gzip.open(path, "wt", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(row) + "\n" for row in rows)
+    return path
+
+
+def test_table_build_throughput_times_the_builds(small_corpus):
+    args = ["--pile", small_corpus, *"--docs 20 --repeats 1 --batch-size 8".split()]
+    process = run_here("table_build_throughput.py", *args)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "Texts: 20 documents of corpus.jsonl.gz" in process.stdout
+    assert "| (d) build-table engine from .jsonl.gz | " in process.stdout
+    assert "| (e) build_table on one core (parallel=False) | " in process.stdout
+
+
+def test_table_sensitivity_scores_with_every_table(tiny_model, small_corpus, tmp_path):
+    controlled = tmp_path / "controlled"
+    controlled.mkdir()
+    (controlled / "model").symlink_to(tiny_model)
+    rows = [{"text": row["input"], "label": row["label"]} for row in wikimia_rows(32)[:8]]
+    (controlled / "data.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "sensitivity.json"
+    args = ["--skip-wikimia", "--controlled-dir", controlled, "--pile", small_corpus, "--cache-dir", tmp_path / "cache"]
+    # the word-list estimates left out: each tokenizes some 330,000 words (~17 s)
+    process = run_here("table_sensitivity.py", *args, "--tables", "pile-10%", "pile-github", "uniform", "--json", out)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "| pile-all | " in process.stdout and "| uniform | " in process.stdout
+    result = json.loads(out.read_text())["runs"]["controlled (controlled)"]
+    assert result["texts"] == 8 and set(result["rows"]) == {"pile-all", "pile-10%", "pile-github", "uniform"}
+
+
+def test_memory_growth_measures_both_paths_in_fresh_processes(tiny_model):
+    args = ["--model", tiny_model, *"--lengths 16 --texts 2 --batch-sizes 2 --threads 1".split()]
+    process = run_here("memory_growth.py", *args)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "| 1,024 | 16 | 2 | " in process.stdout
+
+
+# ------------------------------------------------------------------ backends: the completions server, hf
+
+
+def test_completions_throughput_counts_one_prompt_per_text():
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python (test extra) is not installed")
+    args = ["--texts", "1", "--repeats", "1", "--threads", "1", "--n-ctx", "512"]
+    process = run_here("completions_throughput.py", *args)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "| stock loglikelihood (logprobs=1) | " in process.stdout
+    assert "| pdd capture (logprobs=20) + scoring | " in process.stdout
+    assert "One prompt per text on both paths (2 texts)" in process.stdout
+
+
+def test_completions_agreement_compares_the_server_with_hf():
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python (test extra) is not installed")
+    process = run_here("completions_agreement.py", "--limit", "2")
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "pdd_wikimia_32, first 2 docs: local-completions (Q4_1 GGUF via llama.cpp, top-20)" in process.stdout
+    assert "\n| loss | " in process.stdout and "\n| dcpdd | " in process.stdout
+
+
+def test_backend_tables_runs_each_backend(tmp_path):
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python (test extra) is not installed")
+    args = ["--limit", "2", "--backends", "hf,local-completions", "--keep", tmp_path]
+    process = run_here("backend_tables.py", *args)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "Task pdd_wikimia_32, 2 documents" in process.stdout
+    assert "\n| Loss | " in process.stdout
+    assert "Per-document scores, local-completions vs hf (2 documents):" in process.stdout
+
+
+# ------------------------------------------------------------------ what a method costs beside a run
+
+
+def test_neighbor_cost_times_generation_and_the_runs(bert_mlm, tmp_path):
+    process = run_here("neighbor_cost.py", "--mlm", bert_mlm, "--limit", "2", "--count", "2", "--keep", tmp_path)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "neighbour generation: load " in process.stdout and "| + Neighbor (n=2) | 4 | " in process.stdout
+
+
+def test_small_ref_cost_runs_without_with_and_from_the_cache(tmp_path):
+    process = run_here("small_ref_cost.py", tmp_path, "--limit", "2", "--batch-size", "2")
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "| target only | " in process.stdout and "| with Small-Ref (empty cache) | " in process.stdout
+    assert "| 2 / 0 | " in process.stdout and "| 0 / 2 | " in process.stdout  # scored, then from the cache
+
+
+# ------------------------------------------------------------------ the contamination tests' controls
+
+
+def test_exchangeability_controls_tunes_and_tests(tiny_model, tmp_path):
+    args = [
+        "--model",
+        tiny_model,
+        "--workdir",
+        tmp_path,
+        *"--examples 8 --epochs 1 --shards 4 --permutations 1".split(),
+    ]
+    process = run_here("exchangeability_controls.py", *args)
+    assert process.returncode == 0, process.stderr[-3000:]
+    for model, file, epochs in (("tuned", "canonical", 1), ("tuned", "shuffled", 1), ("untuned", "canonical", 0)):
+        assert f"| {model} | {file}.jsonl | 8 | {epochs} | 4 x 1 | " in process.stdout
+
+
+def test_contamination_controls_tunes_and_tests_one_shape(tiny_model, tmp_path):
+    out = tmp_path / "controls.json"
+    args = ["--model", tiny_model, "--workdir", tmp_path / "work", "--shapes", "multiple_choice", "--rows", "templated"]
+    sizes = "--examples 8 --epochs 1 --level-seeds 1 --shards 4 --permutations 1 --no-ptdi".split()
+    process = run_here("contamination_controls.py", *args, *sizes, "--json", out)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "| arc_easy-shaped (8) | untuned, 1 untouched file | " in process.stdout
+    assert "| arc_easy-shaped (8) | tuned 1 epoch (" in process.stdout
+    summary = json.loads(out.read_text())["summary"]
+    shape = summary["shapes"]["multiple_choice"]
+    assert shape["level"]["files"] == 1 and set(shape["power"]) == {"1"}
+
+
+# ------------------------------------------------------------------ vLLM (its environment, .venv-vllm)
+
+
+@pytest.mark.vllm_engine
+def test_vllm_cost_times_each_capture(tiny_model, tiny_table):
+    venv = vllm_venv_or_skip()
+    env = {**os.environ, **OFFLINE, "PYTHONPATH": str(REPO), "VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    env.pop("VIRTUAL_ENV", None)
+    args = ["--model", tiny_model, "--freq-table", tiny_table, "--texts", "1", "--repeats", "1", "--no-lists"]
+    process = subprocess.run(
+        [str(venv / "bin" / "python"), str(BENCHMARKS / "vllm_cost.py"), *map(str, args)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert ": 1 texts of pdd_wikimia_32 (2 requests), |V| = 1024" in process.stdout
+    for name in ("vllm top-20", "vllm exact, on the worker", "vllm exact, arrays", "hf"):
+        assert f"\n| {name} | " in process.stdout
+
+
+@pytest.mark.vllm_engine
+def test_vllm_exit_loop_counts_one_bare_run(tiny_model, tmp_path):
+    vllm_venv_or_skip()
+    out = tmp_path / "runs.json"
+    args = ["--runs", "1", "--model", tiny_model, "--keep", tmp_path / "keep", "--json", out]
+    process = run_here("vllm_exit_loop.py", *args)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "bare, load 0, parallel 1: 1 runs, " in process.stdout
+    (run,) = json.loads(out.read_text())["runs"]  # whether this run died at exit is what the script counts
+    assert run["results_written"] and run["engine_exit_patch"], run
