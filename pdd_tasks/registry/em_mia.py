@@ -1,6 +1,6 @@
 """EM-MIA's metric prefix and settings. EM-MIA is a dataset-level method: its score of a text depends
-on every text of the run, so an aggregation computes it once every text is scored
-(:mod:`pdd_tasks.tasks.aggregations`). It is no :class:`~pdd_tasks.registry.core.Method` of
+on every text of the run, so an aggregation computes it once every text is scored (its part of the task:
+:class:`pdd_tasks.tasks.dataset_methods.EmMia`). It is no :class:`~pdd_tasks.registry.core.Method` of
 :data:`~pdd_tasks.registry.core.METHODS`, but its settings are read and checked with theirs
 (:mod:`pdd_tasks.registry.scoring`).
 """

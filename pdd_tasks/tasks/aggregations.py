@@ -16,10 +16,12 @@ each aggregation here carries its own as its attribute ``stderr``
 A dataset of one class (e.g. cut so by ``--limit``) has no AUC or TPR: pdd_metrics' ``OneClassError``
 reaches the user as :class:`OneClassDataset`, a :class:`~pdd_tasks.errors.UserError` with the same message.
 
-The blind baseline (``blind_*`` metrics) is not a per-text method of the model, so it is not in
-the method registry: it is a classifier fitted across the dataset's texts. Its per-text items are
-``(text, label)`` pairs, and its aggregations turn them into out-of-fold classifier scores
-(:func:`pdd_metrics.blind.blind_scores`) before computing the same metrics as for every method.
+The dataset-level methods (:mod:`pdd_tasks.tasks.dataset_methods`: the blind baseline and EM-MIA)
+score a text from every text of the run, so their per-text items are not scores: their aggregations
+(:data:`BLIND_AGGREGATIONS`, :data:`EM_MIA_AGGREGATIONS`) first turn the items of the whole run into
+``(score, label)`` pairs, once per run (the blind baseline: ``(text, label)`` items to out-of-fold
+classifier scores, :func:`pdd_metrics.blind.blind_scores`; EM-MIA: each text's column of the ReCaLL
+matrix to :func:`pdd_metrics.em_mia_scores`), then compute the same metrics as for every method.
 """
 
 from __future__ import annotations
@@ -206,11 +208,6 @@ def _rescored(prefix: str, scored_items, aggregate):
 BLIND_AGGREGATIONS = {name: _rescored(BLIND, _blind_items, aggregate) for name, aggregate in AGGREGATIONS.items()}
 
 
-def blind_values(text: str, label: int) -> dict[str, tuple[str, int]]:
-    """One text's items of the blind metrics (``blind_auc``, ...), for ``process_results``."""
-    return {f"{BLIND}_{name}": (text, label) for name in BLIND_AGGREGATIONS}
-
-
 # -- EM-MIA: items are (place, column of R, initial score, label) ---------------------------------
 
 #: EM-MIA's updates (the authors' ``emmia.py``: ``--max_iter`` 10).
@@ -277,26 +274,6 @@ def em_mia_final_scores(items) -> list[float]:
 
 #: Metric name -> aggregation over EM-MIA's ``(place, column, initial, label)`` items.
 EM_MIA_AGGREGATIONS = {name: _rescored(EM_MIA, _em_mia_scored, aggregate) for name, aggregate in AGGREGATIONS.items()}
-
-
-def em_mia_values(place: int, column: tuple[float, ...], initial: float, label: int) -> dict:
-    """One text's items of the EM-MIA metrics (``em_mia_auc``, ...), for ``process_results``."""
-    item = (int(place), tuple(column), float(initial), int(label))
-    return {f"{EM_MIA}_{name}": item for name in EM_MIA_AGGREGATIONS}
-
-
-def metric_list(methods: tuple[str, ...], em_mia: bool = False) -> list[dict]:
-    """The harness metrics of a labelled task: per method its AUC and TPRs, EM-MIA's where it is on,
-    then the blind baseline's."""
-    return [
-        {"metric": f"{method}_{name}", "aggregation": aggregate, "higher_is_better": True}
-        for method in methods
-        for name, aggregate in AGGREGATIONS.items()
-    ] + [
-        {"metric": f"{prefix}_{name}", "aggregation": aggregate, "higher_is_better": True}
-        for prefix, aggregations in ((EM_MIA, EM_MIA_AGGREGATIONS if em_mia else {}), (BLIND, BLIND_AGGREGATIONS))
-        for name, aggregate in aggregations.items()
-    ]
 
 
 # -- unlabelled texts (pdd_custom without labels): items are (score, is_suspect) pairs ------------

@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 from lm_eval.api.task import ConfigurableTask
 
-from pdd_metrics import recall_score
 from pdd_tasks import lm_eval_patches
 from pdd_tasks.backends.base import ModelInfo, PerTokenRequest, TokenScores, weights_fingerprint
 from pdd_tasks.errors import UserError
@@ -42,21 +41,31 @@ from pdd_tasks.registry import (
     extra_requests,
     generation_requests,
     planned_requests,
-    prefixed_pair,
     prepare_hook,
     score_text,
 )
-from pdd_tasks.tasks import aggregations
+from pdd_tasks.tasks.aggregations import AGGREGATIONS
+from pdd_tasks.tasks.dataset_methods import DATASET_METHODS
 
 
 logger = logging.getLogger(__name__)
 
 
-def metric_list(methods: tuple[str, ...], em_mia: bool = False) -> list[dict]:
-    """One harness metric per (method, dataset-level metric), values (score, label) pairs; EM-MIA's
-    where it is on; then the blind baseline's, values (text, label) pairs (see
-    :mod:`pdd_tasks.tasks.aggregations`)."""
-    return aggregations.metric_list(methods, em_mia)
+def metric_list(methods: tuple[str, ...], settings=None) -> list[dict]:
+    """The harness metrics of a labelled task: per method of ``methods`` its AUC and TPRs, values
+    ``(score, label)`` pairs; then those of each dataset-level method on under ``settings`` (default: every
+    setting at its default), values its items (:mod:`pdd_tasks.tasks.dataset_methods`)."""
+    settings = ScoringSettings() if settings is None else settings
+    return [
+        {"metric": f"{method}_{name}", "aggregation": aggregate, "higher_is_better": True}
+        for method in methods
+        for name, aggregate in AGGREGATIONS.items()
+    ] + [
+        {"metric": f"{method.prefix}_{name}", "aggregation": aggregate, "higher_is_better": True}
+        for method in DATASET_METHODS
+        if method.on(settings)
+        for name, aggregate in method.aggregations.items()
+    ]
 
 
 @functools.lru_cache(maxsize=8)
@@ -126,10 +135,6 @@ def loglikelihood_requests(task: str, doc: dict, doc_id: int, arguments: list[tu
     ]
 
 
-class EmMiaRunError(UserError):
-    """A run EM-MIA cannot score: too many texts for its n^2 passes, no initial method, cached requests."""
-
-
 def scored_texts(docs: list[dict], limit=None, samples=None) -> list[str]:
     """The texts the run scores, in doc order, as lm-eval's ``Task.doc_iterator`` selects them over
     every process: the first ``limit`` documents, or those at the indices of ``--samples``."""
@@ -157,17 +162,6 @@ def check_request_count(task: str, texts: int, settings) -> int:
             f"max_requests if the run is meant to be this large (--metadata '{{\"max_requests\": {planned}}}')."
         )
     return planned
-
-
-def check_em_mia_size(task: str, n: int, cap: int) -> None:
-    """Refuse an EM-MIA run of more than ``cap`` texts (metadata ``em_mia_max_texts``), naming its cost."""
-    if n > cap:
-        raise EmMiaRunError(
-            f"{task}: em_mia on {n} texts needs {n:,} x {n:,} = {n * n:,} prefixed forward passes (every text after "
-            f"every other: ReCaLL-all), above the cap of em_mia_max_texts={cap} texts ({cap * cap:,} passes). Score "
-            f"fewer texts (--limit {cap}), or raise the cap for this run: --metadata "
-            f'\'{{"em_mia": true, "em_mia_max_texts": {n}}}\' (docs/methods.md, EM-MIA, has its cost).'
-        )
 
 
 class AnswersFromAnotherModel(UserError):
@@ -262,13 +256,8 @@ class MembershipInferenceTask(ConfigurableTask):
         metadata = dict(config.get("metadata") or {})
         check_metadata_keys(metadata, self.metadata_keys(), config.get("task", type(self).__name__))
         self.settings = ScoringSettings.from_metadata(metadata)
-        if self.settings.em_mia and self.settings.em_mia_init not in self.settings.methods:
-            raise EmMiaRunError(
-                f"{config.get('task', type(self).__name__)}: em_mia_init={self.settings.em_mia_init!r} names a "
-                f"method that is off in this run, so EM-MIA has no initial scores: turn it on, or name a method in "
-                f"effect ({', '.join(self.settings.methods)})."
-            )
-        self._em_mia_texts: list[str] = []
+        task = config.get("task", type(self).__name__)
+        self.dataset_methods = [method(task, self.settings) for method in DATASET_METHODS if method.on(self.settings)]
         config["metric_list"] = self.build_metric_list(metadata)
         # Metric values come from process_results below; this stops the harness from looking the
         # metric names up in HF `evaluate`.
@@ -286,7 +275,7 @@ class MembershipInferenceTask(ConfigurableTask):
 
     def build_metric_list(self, metadata: dict) -> list[dict]:
         """The harness metrics of this task (called before the data is loaded)."""
-        return metric_list(self.settings.methods, self.settings.em_mia)
+        return metric_list(self.settings.methods, self.settings)
 
     # -- data ------------------------------------------------------------------------------------
 
@@ -335,25 +324,9 @@ class MembershipInferenceTask(ConfigurableTask):
         refuse_run_options(self.config.task, **kwargs)
         texts = scored_texts(list(self.eval_docs), kwargs.get("limit"), kwargs.get("samples"))
         check_request_count(self.config.task, len(texts), self.settings)
-        if self.settings.em_mia:
-            self.set_em_mia_texts(texts, kwargs.get("cache_requests", False))
+        for method in self.dataset_methods:
+            method.start(texts, kwargs.get("cache_requests", False))
         super().build_all_requests(**kwargs)
-
-    def set_em_mia_texts(self, texts: list[str], cache_requests: bool = False) -> None:
-        """EM-MIA's prefixes: the distinct texts among ``texts``, every text the run scores (over every
-        process; ``--limit``/``--samples`` applied: :func:`scored_texts`), refused before any request is
-        built where there are more than ``em_mia_max_texts``."""
-        if cache_requests:
-            raise EmMiaRunError(
-                f"{self.config.task}: em_mia cannot be run with --cache_requests: each text's requests name every "
-                f"text of the scored set, so requests cached for another --limit would pair it with other texts. "
-                f"Drop --cache_requests."
-            )
-        # The prefixes are the distinct texts: a copy after its own text would be a prefix that predicts it
-        # perfectly (copies remain in the scored set only under keep_duplicates, and share their text's place).
-        self._em_mia_texts = list(dict.fromkeys(texts))
-        check_em_mia_size(self.config.task, len(self._em_mia_texts), self.settings.em_mia_max_texts)
-        self._em_mia_places: dict[str, int] = {text: place for place, text in enumerate(self._em_mia_texts)}
 
     def construct_requests(self, doc: dict, ctx, **kwargs) -> list[PerTokenRequest]:
         if ctx and not self._warned_context:
@@ -367,8 +340,8 @@ class MembershipInferenceTask(ConfigurableTask):
             (context, text) for _, context, text in extra_requests(doc["text"], self.settings, self.prepared())
         ]
         generations = self.generation_instances(doc, len(pairs), **kwargs)
-        em_mia = [(prefix, doc["text"]) for prefix in self._em_mia_texts]  # EM-MIA's column of R: last
-        requests = self.per_token_requests(doc, pairs + em_mia, **kwargs)
+        dataset_level = [pair for method in self.dataset_methods for pair in method.requests(doc["text"])]  # last
+        requests = self.per_token_requests(doc, pairs + dataset_level, **kwargs)
         for request in requests[len(pairs) :]:
             request.idx += len(generations)
         return requests[: len(pairs)] + generations + requests[len(pairs) :]
@@ -426,27 +399,38 @@ class MembershipInferenceTask(ConfigurableTask):
 
     # -- scoring ---------------------------------------------------------------------------------
 
-    def process_results(self, doc: dict, results: list) -> dict[str, tuple[float, int]]:
-        results, em_mia = self.split_em_mia(results)
-        scores = self.checked_scores(doc, results, em_mia)
+    def process_results(self, doc: dict, results: list) -> dict[str, tuple]:
+        results, answers = self.split_dataset_level(doc, results)
+        scores = self.checked_scores(doc, results, [answer for part in answers for answer in part])
         label = int(doc["label"])
-        return {
-            **{
-                f"{method}_{name}": (scores[method], label)
-                for method in self.settings.methods
-                for name in aggregations.AGGREGATIONS
-            },
-            **(self.em_mia_values(doc, results[0], em_mia, scores, label) if self.settings.em_mia else {}),
-            **aggregations.blind_values(doc["text"], label),
+        values = {
+            f"{method}_{name}": (scores[method], label) for method in self.settings.methods for name in AGGREGATIONS
         }
+        for method, part in zip(self.dataset_methods, answers, strict=True):
+            item = method.item(doc, results[0], part, scores, label)
+            values |= {f"{method.prefix}_{name}": item for name in method.aggregations}
+        return values
 
-    def checked_scores(self, doc: dict, results: list, em_mia: list | tuple = ()) -> dict[str, float]:
+    def split_dataset_level(self, doc: dict, results: list) -> tuple[list, list[list]]:
+        """(the answers to the text's own requests and its methods', the answers to each dataset-level
+        method's requests): these come last, in :attr:`dataset_methods` order."""
+        counts = [len(method.requests(doc["text"])) for method in self.dataset_methods]
+        end = len(results) - sum(counts)
+        own, parts = results[:end], []
+        for count in counts:
+            parts.append(results[end : end + count])
+            end += count
+        return own, parts
+
+    def checked_scores(self, doc: dict, results: list, dataset_level: list | tuple = ()) -> dict[str, float]:
         """:meth:`score_results` after checking that the backend's answers (``results``, and the
-        text's EM-MIA answers ``em_mia``, split off by :meth:`split_em_mia`) can be scored: per-token
-        log-probs (not a plain loglikelihood), under this run's convention, with the top-1 log-probs
-        Gap-K% reads (answers from a ``--use_cache`` file of another run fail these)."""
+        text's answers to the dataset-level methods' requests ``dataset_level``, split off by
+        :meth:`split_dataset_level`) can be scored: per-token log-probs (not a plain loglikelihood),
+        under this run's convention, with the top-1 log-probs Gap-K% reads (answers from a
+        ``--use_cache`` file of another run fail these)."""
         generated = len(generation_requests(doc["text"], self.settings, self.prepared()))
-        scored = results[: len(results) - generated] + list(em_mia)  # the generated texts (str) come after the others
+        # the generated texts (str) come after the others
+        scored = results[: len(results) - generated] + list(dataset_level)
         for result in scored:
             if not isinstance(result, TokenScores):
                 raise BackendWithoutTokenLogprobs(
@@ -465,30 +449,11 @@ class MembershipInferenceTask(ConfigurableTask):
         return self.score_results(doc, results)
 
     def annotate_logged_samples(self, samples: list[dict]) -> None:
-        """EM-MIA's final score of each text in ``--log_samples`` (``sample["em_mia_score"]``), once
-        every text is scored (called by patch ``samples-after-aggregation`` of
-        :mod:`pdd_tasks.lm_eval_patches`); the scores the ``em_mia_*`` metrics grade."""
-        if not self.settings.em_mia:
-            return
-        items = [sample[f"{aggregations.EM_MIA}_auc"] for sample in samples]
-        scored = aggregations.em_mia_final_scores(items)
-        for sample, (place, *_) in zip(samples, items, strict=True):
-            sample[f"{aggregations.EM_MIA}_score"] = scored[place]  # a repeated text's copies share its place
-
-    def split_em_mia(self, results: list) -> tuple[list, list]:
-        """(the answers of the text's other requests, those of its EM-MIA requests: the last ones)."""
-        n = len(self._em_mia_texts)
-        return (results[: len(results) - n], results[len(results) - n :]) if n else (results, [])
-
-    def em_mia_values(self, doc: dict, own: TokenScores, prefixed: list, scores: dict, label: int) -> dict:
-        """The text's EM-MIA items: its place among the distinct texts of the scored set, its column of R
-        (ReCaLL of the text after each distinct text of the set, :func:`pdd_metrics.recall_score`) and its
-        initial score."""
-        column = [
-            recall_score(*prefixed_pair(answer.logprobs, own.logprobs)) for answer in prefixed
-        ]  # R[i, j] = LL(x_j | x_i) / LL(x_j)
-        place = self._em_mia_places[doc["text"]]
-        return aggregations.em_mia_values(place, column, scores[self.settings.em_mia_init], label)
+        """The dataset-level methods' per-text values in ``--log_samples`` (:meth:`DatasetMethod.annotate
+        <pdd_tasks.tasks.dataset_methods.DatasetMethod.annotate>`), once every text is scored (called by
+        patch ``samples-after-aggregation`` of :mod:`pdd_tasks.lm_eval_patches`)."""
+        for method in self.dataset_methods:
+            method.annotate(samples)
 
     def score_results(self, doc: dict, results: list) -> dict[str, float]:
         """Every method's score of ``doc["text"]`` from the backend's answers to its requests

@@ -49,7 +49,8 @@ from pdd_tasks.loading.benchmark_data import DatasetError, DataSpec, check_texts
 from pdd_tasks.loading.repeats import distinct_rows, refuse_across_roles, scored_indices
 from pdd_tasks.registry import SETTINGS, SettingError
 from pdd_tasks.tasks import aggregations
-from pdd_tasks.tasks.base import EmMiaRunError, MembershipInferenceTask
+from pdd_tasks.tasks.base import MembershipInferenceTask
+from pdd_tasks.tasks.dataset_methods import EmMiaRunError
 
 
 logger = logging.getLogger(__name__)

@@ -102,7 +102,7 @@ def test_an_initial_method_that_is_off_is_refused(tiny_model, tiny_table, tmp_pa
 def test_off_by_default_and_its_settings_are_checked():
     assert not ScoringSettings().em_mia and ScoringSettings().em_mia_init == "min_k_pp"
     assert not any(entry["metric"].startswith("em_mia") for entry in metric_list(DEFAULT_METHODS))
-    names = [entry["metric"] for entry in metric_list(DEFAULT_METHODS, em_mia=True)]
+    names = [entry["metric"] for entry in metric_list(DEFAULT_METHODS, ScoringSettings(em_mia=True))]
     assert names[-8:-4] == ["em_mia_auc", "em_mia_tpr@fpr<5%", "em_mia_tpr@fpr<1%", "em_mia_tpr@fpr<0.1%"]
     with pytest.raises(SettingError, match="em_mia_init='minkpp': expected the name of a method, one of loss"):
         ScoringSettings.from_metadata({"em_mia": True, "em_mia_init": "minkpp"})

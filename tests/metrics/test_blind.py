@@ -13,6 +13,7 @@ from pdd_metrics import roc_auc
 from pdd_metrics.blind import blind_scores
 from pdd_tasks import lm_eval_patches
 from pdd_tasks.tasks import aggregations
+from pdd_tasks.tasks.base import metric_list
 from pdd_tasks.tools.cli import main
 
 
@@ -60,7 +61,7 @@ def test_the_blind_metrics_take_text_label_items_and_have_stderrs():
     auc = aggregations.BLIND_AGGREGATIONS["auc"](items)
     assert auc == roc_auc(blind_scores(texts, [label for _, label in items]), [label for _, label in items])
     assert 0 < aggregations.BLIND_AGGREGATIONS["auc"].stderr(items, 100) < 0.2
-    names = [entry["metric"] for entry in aggregations.metric_list(("loss",))]
+    names = [entry["metric"] for entry in metric_list(("loss",))]
     assert names[-4:] == ["blind_auc", "blind_tpr@fpr<5%", "blind_tpr@fpr<1%", "blind_tpr@fpr<0.1%"]
 
 
