@@ -64,7 +64,7 @@ def run_backend(backend: str, common: list[str], model_dir: Path, out: Path, thr
             env = dict(ENV, ACCELERATE_USE_CPU="true", OMP_NUM_THREADS="1")
             subprocess.run([*launch, "-m", "lm_eval", *hf_args, *common, *output], check=True, env=env, stdout=log)
         elif backend == "local-completions":
-            from pdd_tasks.tools.gguf_server import running_server
+            from pdd_tasks.tools.servers.gguf_server import running_server
 
             with running_server(default_gguf_path(), n_threads=threads, n_threads_batch=threads) as url:
                 model_args = (

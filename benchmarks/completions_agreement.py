@@ -31,8 +31,8 @@ from scipy.stats import spearmanr
 from pdd_tasks.paths import tasks_path
 from pdd_tasks.registry import DEFAULT_METHODS
 from pdd_tasks.tools.default_model import default_gguf_path, ensure_default_model
-from pdd_tasks.tools.gguf_server import running_server
-from pdd_tasks.tools.vllm_server import running_vllm_server
+from pdd_tasks.tools.servers.gguf_server import running_server
+from pdd_tasks.tools.servers.vllm_server import running_vllm_server
 
 
 REPO = Path(__file__).resolve().parents[1]

@@ -28,7 +28,7 @@ from lm_eval.tasks import TaskManager
 from pdd_tasks import lm_eval_patches
 from pdd_tasks.paths import tasks_path
 from pdd_tasks.tools.default_model import default_gguf_path, ensure_default_model
-from pdd_tasks.tools.gguf_server import running_server
+from pdd_tasks.tools.servers.gguf_server import running_server
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ the stock ``arc_easy`` / ``gsm8k`` prompts render an example with its answer
 
 Per shape:
 
-- **power**: ``lm-eval-pdd make-ordered``'s fine-tuning (:func:`pdd_tasks.tools.make_ordered.make_ordered`,
+- **power**: ``lm-eval-pdd make-ordered``'s fine-tuning (:func:`pdd_tasks.tools.builders.ordered.make_ordered`,
   ``--data`` the file: blocks of 8 consecutive examples, AdamW at ``--learning-rate``, ``--train-batch``
   blocks a step) on the file's ``--examples`` rows in their order, the models of ``--epochs`` in one
   sequence: the model of k epochs is the model of the previous number tuned for the epochs between
@@ -43,7 +43,7 @@ exchangeability test does not reject.
 **Exposure controls** (``--exposure ordered|shuffled|examples``, issue 33): instead of the runs above,
 per shape and per tuning seed (``--tuning-seeds``; seed s draws its own file of ``--examples`` rows and
 its own batch order), the untuned model on the file (the level on untouched data), then the model
-tuned on the file as ``--exposure`` says (:func:`pdd_tasks.tools.make_ordered.training_texts`: each
+tuned on the file as ``--exposure`` says (:func:`pdd_tasks.tools.builders.ordered.training_texts`: each
 example its own training text, or blocks of 8 in the file's or a random order; ``--train-batch``
 training texts a step, the models of ``--epochs`` in one sequence as above) on the file and on
 ``--unseen-files`` other files of the same shape it never saw (the in-distribution case: a model
@@ -474,8 +474,8 @@ def markdown(found: dict) -> str:
 def tune_once(directory: Path, tuned_from, data: Path, epochs: int, seed: int, args, exposure: str) -> None:
     """``make-ordered`` into ``directory`` (unless a run before wrote it): the model ``tuned_from`` (the
     base, or the model of the previous number of epochs) tuned ``epochs`` more epochs on ``data``."""
-    from pdd_tasks.tools.make_controlled import TuningSettings
-    from pdd_tasks.tools.make_ordered import make_ordered
+    from pdd_tasks.tools.builders.fine_tuning import TuningSettings
+    from pdd_tasks.tools.builders.ordered import make_ordered
 
     if (directory / "manifest.json").exists():
         return

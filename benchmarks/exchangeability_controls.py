@@ -45,9 +45,9 @@ def main() -> int:
     )
     args = parser.parse_args()
 
+    from pdd_tasks.tools.builders.fine_tuning import TuningSettings
+    from pdd_tasks.tools.builders.ordered import make_ordered
     from pdd_tasks.tools.default_model import ensure_default_model
-    from pdd_tasks.tools.make_controlled import TuningSettings
-    from pdd_tasks.tools.make_ordered import make_ordered
 
     base = args.model or ensure_default_model()
     args.workdir.mkdir(parents=True, exist_ok=True)

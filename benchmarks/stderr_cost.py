@@ -22,7 +22,7 @@ from _common import cpu_name
 
 from pdd_tasks import lm_eval_patches
 from pdd_tasks.tasks import aggregations
-from pdd_tasks.tools.report import find_runs
+from pdd_tasks.tools.results.runs import find_runs
 
 
 def items_by_metric(samples: list[dict], metrics: list[str]) -> dict[str, list]:

@@ -12,10 +12,10 @@ JSON object with the other fields). Loading never unpickles (``allow_pickle=Fals
 meta fields ``counts_from`` (``"corpus"``, ``"estimate"`` or ``"uniform"``) and ``text_bytes`` were
 added later; a file without them reads as ``"corpus"`` / unknown, and older readers ignore them.
 
-Build one with ``lm-eval-pdd build-table`` (see ``pdd_tasks/tools/cli.py``, :mod:`pdd_tasks.freq.build`)
-or :func:`build_table`; add tables of corpus shards with :func:`merge_tables`. Tables are found
-without a path through a cache keyed by the tokenizer fingerprint (:func:`find_table`), with the
-shipped table as the fallback.
+Build one with ``lm-eval-pdd build-table`` (:mod:`pdd_tasks.tools.commands.build_table`,
+:mod:`pdd_tasks.freq.build`) or :func:`build_table`; add tables of corpus shards with
+:func:`merge_tables`. Tables are found without a path through a cache keyed by the tokenizer
+fingerprint (:func:`find_table`), with the shipped table as the fallback.
 """
 
 from __future__ import annotations

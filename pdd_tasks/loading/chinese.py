@@ -19,8 +19,8 @@ Conventions (those of the reference code):
 - a text of n words or fewer is returned whole.
 
 The command ``lm-eval-pdd zh-snippets --input pages.jsonl --output snippets.jsonl``
-(:mod:`pdd_tasks.tools.zh_snippets`) writes the first 512 jieba words of every text of a JSONL file
-(other fields kept), ready for ``pdd_custom`` or as a PatentMIA-style local file.
+(:mod:`pdd_tasks.tools.commands.zh_snippets`) writes the first 512 jieba words of every text of a
+JSONL file (other fields kept), ready for ``pdd_custom`` or as a PatentMIA-style local file.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``pdd_controlled``: a membership benchmark with known answers that runs on a CPU.
 
 The benchmark directory is made by ``lm-eval-pdd make-controlled``
-(:mod:`pdd_tasks.tools.make_controlled`): a model fine-tuned for one epoch on a random half of a
+(:mod:`pdd_tasks.tools.builders.controlled`): a model fine-tuned for one epoch on a random half of a
 pool of texts, and the pool labelled 1 = tuned on, 0 = held out. Score it with the tuned model.
 """
 

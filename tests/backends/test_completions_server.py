@@ -200,7 +200,7 @@ def test_gguf_server_caps_logprobs_and_the_request_body(server):
 
     import requests
 
-    from pdd_tasks.tools.gguf_server import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_LOGPROBS
+    from pdd_tasks.tools.servers.gguf_server import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_LOGPROBS
 
     whole_vocabulary = requests.post(
         server, json={"prompt": "Hello", "max_tokens": 0, "echo": True, "logprobs": 49152}, timeout=60

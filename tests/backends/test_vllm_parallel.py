@@ -26,7 +26,7 @@ import pytest
 from support.harness import OFFLINE, cpu_float32, harness_args, read_samples, run_lm_eval, vllm_venv_or_skip
 
 from pdd_tasks.registry import DEFAULT_METHODS
-from pdd_tasks.tools.vllm_server import VLLM_CPU_ENV
+from pdd_tasks.tools.servers.vllm_server import VLLM_CPU_ENV
 
 
 pytestmark = pytest.mark.vllm_engine

@@ -16,7 +16,7 @@ import pytest
 from support.harness import cpu_float32, harness_args, read_results, read_samples, run_lm_eval, vllm_venv_or_skip
 
 from pdd_tasks.registry import DEFAULT_METHODS
-from pdd_tasks.tools.vllm_server import running_vllm_server
+from pdd_tasks.tools.servers.vllm_server import running_vllm_server
 
 
 pytestmark = pytest.mark.vllm_engine

@@ -17,7 +17,7 @@ import pytest
 from support.completions import default_model
 from support.harness import REPO, cpu_float32, harness_args, read_results, run_lm_eval, run_lm_eval_pdd, wikimia_rows
 
-from pdd_tasks.tools.report import contamination_checks, print_method_table
+from pdd_tasks.tools.report.tables import contamination_checks, print_method_table
 
 
 EXAMPLES = 48

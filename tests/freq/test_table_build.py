@@ -445,8 +445,8 @@ def test_docstring_examples_pass():
     import doctest
 
     from pdd_tasks.freq import sources as table_sources
-    from pdd_tasks.tools import table_cli
+    from pdd_tasks.tools.commands import build_table
 
-    for module in (table_sources, table_cli):
+    for module in (table_sources, build_table):
         result = doctest.testmod(module, verbose=False)
         assert result.attempted >= 1 and result.failed == 0, module.__name__

@@ -26,7 +26,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from pdd_tasks.backends.base import EmptyTextError, PerTokenRequest, encode_text, split_after_start_token
 from pdd_tasks.freq.tables import FrequencyTable
 from pdd_tasks.registry import DEFAULT_METHODS, ScoringSettings, SettingError
-from pdd_tasks.tools.report import method_table
+from pdd_tasks.tools.report.tables import method_table
 
 
 LIMIT = 12

@@ -102,7 +102,7 @@ def test_an_lm_eval_run_scores_gradnorm_as_mimir_does(gradnorm_run, tiny_model):
     attack (p = 2) on the tokens the run scored; the AUC and TPRs are reported with the label in effect."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pdd_tasks.tools.report import method_table
+    from pdd_tasks.tools.report.tables import method_table
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype="float32").eval()
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)

@@ -249,7 +249,7 @@ def test_held_out_documents_are_not_scored_and_are_listed(custom_run):
 
 
 def test_the_table_shows_the_methods_and_the_held_out_count(custom_run):
-    from pdd_tasks.tools.report import method_table
+    from pdd_tasks.tools.report.tables import method_table
 
     table = method_table(read_results(custom_run["out"]))
     assert f"| ReCaLL ({SHOTS} shots) |" in table and f"| Con-ReCall (gamma=0.5, {SHOTS} shots) |" in table

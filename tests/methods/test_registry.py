@@ -22,7 +22,7 @@ from pdd_tasks.registry import (
     ScoringSettings,
     TextInputs,
 )
-from pdd_tasks.tools.report import method_table
+from pdd_tasks.tools.report.tables import method_table
 
 
 # -- inputs of every method ----------------------------------------------------------------------

@@ -258,7 +258,8 @@ def test_a_text_longer_than_the_reference_window_is_an_error_without_truncation(
 
 def test_pdd_controlled_with_the_untuned_base_as_reference(tmp_path):
     """The classic use: the target fine-tuned on half a pool, the untuned base model as reference."""
-    from pdd_tasks.tools.make_controlled import TuningSettings, make_controlled
+    from pdd_tasks.tools.builders.controlled import make_controlled
+    from pdd_tasks.tools.builders.fine_tuning import TuningSettings
 
     base = build_tiny_model(tmp_path / "base", seed=3)
     pool = tmp_path / "pool.jsonl"

@@ -25,7 +25,7 @@ from pdd_metrics.verdict import (
     decide_table,
     verdict_of,
 )
-from pdd_tasks.tools.report import command_of, contamination_checks, contamination_controls
+from pdd_tasks.tools.report.tables import command_of, contamination_checks, contamination_controls
 
 
 def test_either_test_calls_it_contaminated_and_a_missing_test_leaves_no_verdict_only_where_none_fires():

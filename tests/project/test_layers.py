@@ -5,6 +5,7 @@ functions included."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,14 @@ LAYERS = (
     # per-run preparation, per-token capture, and the patches that route lm-eval's requests to it
     ("pdd_tasks.prepare", "pdd_tasks.backends", "pdd_tasks.lm_eval_patches"),
     ("pdd_tasks.tasks",),  # the lm-eval task classes
-    ("pdd_tasks.tools",),  # the command lines (lm-eval-pdd)
+    # the command lines (lm-eval-pdd), layered in turn: what the commands share (argument types, outputs,
+    # the default model); reading runs, the servers, the builders; the tables and report; the commands,
+    # one module each; the dispatcher. So no module of tools outside commands imports a command.
+    ("pdd_tasks.tools",),
+    ("pdd_tasks.tools.results", "pdd_tasks.tools.servers", "pdd_tasks.tools.builders", "pdd_tasks.tools.gguf_server"),
+    ("pdd_tasks.tools.report",),
+    ("pdd_tasks.tools.commands",),
+    ("pdd_tasks.tools.cli",),
 )
 #: Packages pdd_metrics must not import: it takes arrays, not models or harness objects.
 NOT_IN_METRICS = ("lm_eval", "torch", "transformers", "datasets", "vllm")
@@ -127,3 +135,27 @@ def test_every_package_is_installed():
     listed = set(tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
     packages = {name for name, path in MODULES.items() if path.name == "__init__.py"}
     assert packages - listed == set()
+
+
+def test_every_command_is_one_module_of_tools_commands():
+    """Each ``lm-eval-pdd`` command is a module of ``pdd_tasks.tools.commands`` named after it, defining
+    ``add_arguments`` and ``run``; every module there not starting with ``_`` is a command; the
+    docstring of ``cli`` names every command."""
+    from pdd_tasks.tools import cli
+
+    for name in cli._COMMANDS:
+        module = cli.command_module(name)
+        assert module in MODULES, f"{name}: no module {module}"
+        defined = {
+            node.name
+            for node in ast.parse(MODULES[module].read_text(encoding="utf-8")).body
+            if isinstance(node, ast.FunctionDef)
+        }
+        assert {"add_arguments", "run"} <= defined, f"{module} defines {sorted(defined)}"
+        assert re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", cli.__doc__), f"{name} is not in cli's docstring"
+    commands = {
+        name
+        for name in MODULES
+        if name.startswith("pdd_tasks.tools.commands.") and not name.rpartition(".")[2].startswith("_")
+    }
+    assert commands == {cli.command_module(name) for name in cli._COMMANDS}

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from pdd_tasks.tools.gguf_server import running_server
+from pdd_tasks.tools.servers.gguf_server import running_server
 
 
 # One thread each: llama.cpp's threads spin at barriers, which on 2 shared cores slows a run down

@@ -24,7 +24,7 @@ from support.harness import REPO, SHARED, read_results, read_samples, run_lm_eva
 from pdd_tasks.backends.base import PerTokenRequest
 from pdd_tasks.loading.benchmark_data import DatasetError, first_n_whitespace_words
 from pdd_tasks.loading.chinese import first_n_words
-from pdd_tasks.tools.report import print_method_table
+from pdd_tasks.tools.report.tables import print_method_table
 
 
 FIXTURES = REPO / "tests" / "fixtures"

@@ -101,7 +101,7 @@ def test_codec_on_a_stock_task_by_name(tiny_model, local_tasks, tmp_path):
         (result["codec_score,none"] * (1 - result["codec_score,none"]) / 24) ** 0.5
     )
     assert result["codec_score_ci95_low,none"] <= result["codec_score,none"] <= result["codec_score_ci95_high,none"]
-    from pdd_tasks.tools.report import left_out
+    from pdd_tasks.tools.report.tables import left_out
 
     ((task, why),) = left_out(read_results(tmp_path / "out"))
     assert task == "pdd_codec" and "CoDeC" in why and "from 24 examples" in why

@@ -10,7 +10,7 @@ from support.harness import REPO, cpu_float32, harness_args, read_results, read_
 from support.standard_tasks import standard_tasks
 
 from pdd_tasks.tools.cli import main
-from pdd_tasks.tools.report import print_method_table
+from pdd_tasks.tools.report.tables import print_method_table
 
 
 CONFIGS = REPO / "task_configs"

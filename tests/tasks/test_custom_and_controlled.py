@@ -21,7 +21,8 @@ from support.models import build_table_for, build_tiny_model
 
 from pdd_metrics import calibrate_threshold
 from pdd_tasks.registry import DEFAULT_METHODS
-from pdd_tasks.tools.make_controlled import TuningSettings, load_pool, make_controlled, split_pool
+from pdd_tasks.tools.builders.controlled import load_pool, make_controlled, split_pool
+from pdd_tasks.tools.builders.fine_tuning import TuningSettings
 
 
 def lm_eval_pdd(*args: str, check: bool = True) -> subprocess.CompletedProcess:

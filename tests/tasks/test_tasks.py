@@ -10,7 +10,7 @@ from lm_eval.tasks import TaskManager
 from support.harness import REPO, tasks_path
 
 from pdd_tasks.backends.base import PerTokenRequest
-from pdd_tasks.tools.report import method_table
+from pdd_tasks.tools.report.tables import method_table
 
 
 WIKIMIA_SIZES = {32: (776, 387), 64: (542, 284), 128: (250, 139), 256: (82, 51)}  # rows, members

@@ -1,4 +1,4 @@
-"""``lm-eval-pdd report``'s contamination leaderboard (pdd_tasks/tools/contamination_board.py): the models x
+"""``lm-eval-pdd report``'s contamination leaderboard (pdd_tasks/tools/report/contamination_board.py): the models x
 benchmarks matrix of verdicts, Holm's correction per model, the duplicate-run rule and the files.
 
 The runs are hand-made results JSONs with the keys the real ``pdd_contamination`` run writes (that run:
@@ -17,8 +17,9 @@ from support.results import results_of
 from pdd_metrics.multiple_testing import holm_adjusted
 from pdd_metrics.verdict import codec_calibrated_pvalue, decide
 from pdd_tasks.tools.cli import main
-from pdd_tasks.tools.contamination_board import CONTAMINATION_COLUMNS, contamination_board, model_names
-from pdd_tasks.tools.report import contamination_checks, find_runs
+from pdd_tasks.tools.report.contamination_board import CONTAMINATION_COLUMNS, contamination_board, model_names
+from pdd_tasks.tools.report.tables import contamination_checks
+from pdd_tasks.tools.results.runs import find_runs
 
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ import json
 import pytest
 from support.harness import run_lm_eval_pdd, wikimia_rows
 
-from pdd_tasks.tools.make_ordered import training_texts
+from pdd_tasks.tools.builders.ordered import training_texts
 
 
 def examples(n: int) -> list[str]:

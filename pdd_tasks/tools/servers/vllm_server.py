@@ -20,7 +20,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from pdd_tasks.tools.gguf_server import stop_server
+from pdd_tasks.tools.servers.gguf_server import stop_server
 
 
 #: The CPU engine: its platform without probing for a GPU, and 1 GiB of KV cache (vLLM's default

@@ -1,6 +1,6 @@
-"""``lm-eval-pdd make-ordered``: a model that has seen a benchmark file, in one of three exposures.
+"""A model that has seen a benchmark file, in one of three exposures (built by ``lm-eval-pdd make-ordered``).
 
-The positive controls of the contamination tests. It fine-tunes a causal LM (by default the default
+The positive controls of the contamination tests. :func:`make_ordered` fine-tunes a causal LM (by default the default
 model) for a few epochs on the first N examples of a file; ``--exposure`` says how the file is seen
 (:func:`training_texts`):
 
@@ -37,7 +37,6 @@ their file order.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 from dataclasses import asdict
@@ -45,7 +44,7 @@ from pathlib import Path
 
 from pdd_tasks.errors import excerpt
 from pdd_tasks.loading.benchmark_data import PACKAGED_DATA, DatasetError, read_local_rows
-from pdd_tasks.tools.arg_types import positive_float, positive_int, random_seed
+from pdd_tasks.tools.builders.fine_tuning import TuningSettings, start_token_id, tuned_copy
 from pdd_tasks.tools.outputs import check_output_folder, replace_folder
 
 
@@ -117,8 +116,6 @@ def make_ordered(
     (:func:`training_texts`); write ``output_dir`` atomically (``force``: replace a folder this command wrote before,
     :func:`pdd_tasks.tools.outputs.replace_folder`)."""
 
-    from pdd_tasks.tools.make_controlled import TuningSettings, _start_token_id, tuned_copy
-
     settings = settings or TuningSettings(epochs=3, learning_rate=1e-4, batch_size=4, max_tokens=512)
     inputs = (source, base_model)
     check_output_folder(output_dir, force=force, command="make-ordered", inputs=inputs)
@@ -127,7 +124,7 @@ def make_ordered(
     start = "tokenizer" if exposure == "examples" else "always"
     model, tokenizer, stats = tuned_copy(base_model, blocks, settings, progress=progress, start=start)
     if start == "always":
-        start_id = _start_token_id(tokenizer)
+        start_id = start_token_id(tokenizer)
     else:  # what the tokenizer puts before a text, if anything
         added = tokenizer("x").input_ids[: -len(tokenizer("x", add_special_tokens=False).input_ids)]
         start_id = added[0] if added else None
@@ -157,79 +154,3 @@ def make_ordered(
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return output_dir
-
-
-# -- lm-eval-pdd make-ordered ---------------------------------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--output",
-        type=Path,
-        required=True,
-        help="directory to write (new, or one this command wrote before, with --force)",
-    )
-    parser.add_argument("--model", default=None, help="base model, HF name or directory (default: the default model)")
-    parser.add_argument(
-        "--data", default=None, help="a .jsonl/.csv file in its canonical order (default: WikiMIA length 32, shipped)"
-    )
-    parser.add_argument("--text-field", default="text", help="text field of --data rows (default 'text')")
-    parser.add_argument(
-        "--examples", type=positive_int, default=DEFAULT_EXAMPLES, help="first N examples (default 200)"
-    )
-    parser.add_argument(
-        "--block-examples",
-        type=positive_int,
-        default=DEFAULT_BLOCK_EXAMPLES,
-        help="consecutive examples per training text, --exposure ordered or shuffled (8)",
-    )
-    parser.add_argument(
-        "--exposure",
-        choices=EXPOSURES,
-        default="ordered",
-        help="ordered: blocks in the file's order (default); shuffled: blocks in a random order; "
-        "examples: each example its own training text (CoDeC's positive control)",
-    )
-    parser.add_argument("--epochs", type=positive_int, default=3, help="passes over the file (default 3)")
-    parser.add_argument("--learning-rate", type=positive_float, default=1e-4, help="AdamW, constant (default 1e-4)")
-    parser.add_argument("--batch-size", type=positive_int, default=4, help="training texts per step (default 4)")
-    parser.add_argument("--seed", type=random_seed, default=0, help="batch order and the shuffled copy (default 0)")
-    parser.add_argument("--force", action="store_true", help="replace --output if this command wrote it before")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def run(args: argparse.Namespace) -> int:
-    from pdd_tasks.tools.make_controlled import TuningSettings, run_tuning
-
-    settings = TuningSettings(
-        seed=args.seed,
-        learning_rate=args.learning_rate,
-        batch_size=args.batch_size,
-        epochs=args.epochs,
-        max_tokens=1024,
-    )
-
-    def tune(base: str) -> Path:
-        return make_ordered(
-            args.output,
-            base,
-            source=args.data,
-            text_field=args.text_field,
-            examples=args.examples,
-            block_examples=args.block_examples,
-            settings=settings,
-            progress=not args.no_progress,
-            force=args.force,
-            exposure=args.exposure,
-        )
-
-    def done(base: str, output: Path, manifest: dict) -> str:
-        return (
-            f"tuned {base} on {manifest['examples']} examples ({EXPOSURE_MEANINGS[args.exposure]}), {settings.epochs} epochs "
-            f"({manifest['training']['steps']} steps, {manifest['training']['seconds']} s); test it with "
-            f"--model_args pretrained={output / 'model'} --tasks "
-            f"{'pdd_codec' if args.exposure == 'examples' else 'pdd_exchangeability'} "
-            f'--metadata \'{{"data_files": "{output / "canonical.jsonl"}"}}\''
-        )
-
-    return run_tuning("make-ordered", args.model, tune, done)

@@ -14,10 +14,10 @@ output folders and writes to DIR:
   :data:`LEADERBOARD_COLUMNS`;
 - where the runs hold ``pdd_contamination`` results, ``contamination.csv`` and ``contamination.json``:
   the contamination leaderboard, a models x benchmarks matrix of verdicts, Holm's correction per model
-  (:mod:`pdd_tasks.tools.contamination_board`), also a section of both documents.
+  (:mod:`pdd_tasks.tools.report.contamination_board`), also a section of both documents.
 
 A run of ``pdd_contamination`` gets its contamination table (accuracy, CoDeC, exchangeability, Holm,
-verdict per standard task) and verdict lines (:func:`pdd_tasks.tools.report.contamination_checks`)
+verdict per standard task) and verdict lines (:func:`pdd_tasks.tools.report.tables.contamination_checks`)
 in both documents, also when the run has no labelled pdd task.
 
 Every number of the tables is the results JSON's (value and ``_stderr``); the 95% interval is
@@ -30,7 +30,7 @@ What a reader must not miss is written beside the numbers (docs/report.md, "What
 marks"): a task with too few texts of a class, an AUC interval that cannot be computed, the
 ``reference-code`` convention, the settings in which runs of one model and task differ
 (:func:`differing_settings`), a samples file that does not hold the texts the results JSON counts
-(:meth:`pdd_tasks.tools.report.Run.counts`), and the tasks left out (:func:`pdd_tasks.tools.report.left_out`).
+(:meth:`pdd_tasks.tools.results.runs.Run.counts`), and the tasks left out (:func:`pdd_tasks.tools.report.tables.left_out`).
 """
 
 from __future__ import annotations
@@ -57,23 +57,25 @@ from pdd_tasks import registry
 from pdd_tasks.loading import repeats
 from pdd_tasks.registry import METHOD_NAMES, RECORDED_KEYS, SETTINGS
 from pdd_tasks.tasks.aggregations import BLIND, FPR_BUDGETS
-from pdd_tasks.tools.contamination_board import CONTAMINATION_FILES, ContaminationBoard, contamination_board
 from pdd_tasks.tools.outputs import make_shareable, not_written, refuse_path_through_a_file, refuse_unsafe_output
-from pdd_tasks.tools.report import (
+from pdd_tasks.tools.report.contamination_board import CONTAMINATION_FILES, ContaminationBoard, contamination_board
+from pdd_tasks.tools.report.tables import (
     BLIND_LABEL,
     METRIC_LABELS,
     NO_STDERR_NOTE,
-    Counts,
-    ResultsError,
-    Run,
     contamination_checks,
     convention_note,
-    find_runs,
     left_out,
     markdown_table,
     method_label,
-    pdd_tasks_of,
     shown,
+)
+from pdd_tasks.tools.results.runs import (
+    Counts,
+    ResultsError,
+    Run,
+    find_runs,
+    pdd_tasks_of,
     task_settings,
     warn_bad_values,
 )
@@ -558,7 +560,7 @@ def _html_cell(lines: list[str] | None) -> str:
 
 
 def _html_verdict(line: str) -> str:
-    """A verdict line of :class:`pdd_tasks.tools.report.ContaminationChecks` (``**task: verdict.** controls``)
+    """A verdict line of :class:`pdd_tasks.tools.report.tables.ContaminationChecks` (``**task: verdict.** controls``)
     in HTML, its bold part bold."""
     bold, _, rest = line.removeprefix("**").partition("**")
     return f"<b>{html.escape(bold)}</b>{html.escape(rest)}"

@@ -1,9 +1,9 @@
 """The contamination leaderboard of ``lm-eval-pdd report``: a models x benchmarks matrix of verdicts.
 
 Every ``pdd_contamination`` result of the runs given (read by
-:func:`pdd_tasks.tools.report.contamination_values`) gives a cell per (model, benchmark): the
+:func:`pdd_tasks.tools.results.contamination.contamination_values`) gives a cell per (model, benchmark): the
 benchmark is a source task of ``pdd_contamination``, the model the run's, named as the rest of the
-report names it (:func:`pdd_tasks.tools.report.shown` of :attr:`pdd_tasks.tools.report.Run.model`; the
+report names it (:func:`pdd_tasks.tools.report.tables.shown` of :attr:`pdd_tasks.tools.results.runs.Run.model`; the
 full name where two models would be shown alike).
 
 - **Holm's family is the model.** A verdict is about a model, so each model's benchmarks, across all
@@ -29,15 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE, Decision, decide_table
-from pdd_tasks.tools.report import (
+from pdd_tasks.tools.report.tables import markdown_table, shown
+from pdd_tasks.tools.results.contamination import (
     VERDICT_TESTS,
     ContaminationValues,
-    Run,
     accuracy_of,
     contamination_values,
-    markdown_table,
-    shown,
 )
+from pdd_tasks.tools.results.runs import Run
 
 
 #: The columns of ``contamination.csv`` and of the rows of ``contamination.json`` (stable; docs/report.md).
@@ -187,7 +186,7 @@ def contamination_board(runs: list[Run]) -> ContaminationBoard | None:
 
 
 def model_names(models: list[str]) -> dict[str, str]:
-    """Each model as the report shows it (:func:`pdd_tasks.tools.report.shown`), or its full name where
+    """Each model as the report shows it (:func:`pdd_tasks.tools.report.tables.shown`), or its full name where
     two of ``models`` would be shown alike (two local checkpoints of one name)."""
     short = {model: shown(model) for model in models}
     counts = Counter(short.values())

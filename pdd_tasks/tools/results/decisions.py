@@ -11,7 +11,6 @@ as the task's ``<method>_identified`` metric and its ``ptdi`` entries in the sam
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from dataclasses import dataclass
@@ -21,8 +20,7 @@ from pdd_metrics import calibrate_threshold, flag_members, identify_members, sus
 from pdd_tasks.errors import UserError, excerpt
 from pdd_tasks.loading.files import read_jsonl
 from pdd_tasks.tasks.custom import REFERENCE, SUSPECT, target_fdr, target_fpr
-from pdd_tasks.tools.outputs import OutputNotWritten, write_file
-from pdd_tasks.tools.report import ResultsError, SamplesError, read_checked_results, read_results, results_files
+from pdd_tasks.tools.results.runs import ResultsError, SamplesError, read_checked_results, read_results, results_files
 
 
 @dataclass(frozen=True)
@@ -145,49 +143,3 @@ def decide_run(results_file: Path, task: str = "pdd_custom") -> tuple[list[Metho
             )
         )
     return summary, records, rate
-
-
-def summary_table(summary: list[MethodDecision]) -> str:
-    """Markdown table: per method tau, FPR on the reference set, flagged share, AUC, p-value, and the
-    number PTDI identifies at the target FDR."""
-    fdr = summary[0].target_fdr
-    lines = [
-        "| method | threshold tau | reference FPR | flagged as member | suspect-vs-reference AUC | one-sided p "
-        f"| identified at FDR {fdr:g} (PTDI) |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for row in summary:
-        lines.append(
-            f"| {row.method} | {row.threshold:.6g} | {row.reference_fpr:.3f} | {row.flagged}/{row.suspects} "
-            f"({row.flagged / row.suspects:.1%}) | {row.suspect_auc:.3f} | {row.p_value:.3g} "
-            f"| {row.identified}/{row.suspects} |"
-        )
-    return "\n".join(lines)
-
-
-# -- lm-eval-pdd decisions (arguments: pdd_tasks/tools/cli.py) ------------------------------------------------
-
-
-def run(args) -> int:
-    def write_records(path: Path) -> None:
-        with open(path, "w", encoding="utf-8") as handle:
-            for record in records:
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-
-    results = Path(args.results)
-    inputs = [results, *(sorted(results.rglob("*.json*")) if results.is_dir() else [])]
-    try:
-        results_file = run_of(args.results, args.task)
-        summary, records, rate = decide_run(results_file, args.task)
-        output = args.output or results_file.parent / f"decisions_{args.task}.jsonl"
-        write_file(output, write_records, force=args.force, inputs=inputs)
-    except (FileNotFoundError, ValueError, OutputNotWritten) as exc:
-        print(f"lm-eval-pdd decisions: {exc}", file=sys.stderr)
-        return 1
-    print(
-        f"Thresholds calibrated for FPR <= {rate} on the reference texts (member iff score > tau); PTDI: conformal "
-        f"p-values against the reference texts, Benjamini-Hochberg at FDR {summary[0].target_fdr:g}:"
-    )
-    print(summary_table(summary))
-    print(f"per-text decisions: {output}", file=sys.stderr)
-    return 0

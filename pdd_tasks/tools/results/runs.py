@@ -1,0 +1,264 @@
+"""Reading lm-eval output folders: the runs under a path, each run's results JSON (its values
+checked first, :mod:`pdd_tasks.tools.results.values`), its ``--log_samples`` records and how many
+texts each task scored.
+
+A path is an lm_eval ``--output_path`` folder (every ``results_*.json`` below it is a run, oldest
+first) or a results file; anything else is a :class:`ResultsError` whose message says the fix.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from pdd_tasks.errors import UserError
+from pdd_tasks.loading.files import DatasetError, read_json, read_jsonl
+from pdd_tasks.registry import EM_MIA, METHOD_NAMES, SETTINGS, ScoringSettings
+from pdd_tasks.tasks.aggregations import BLIND, FEW_TEXTS, null_auc_standard_error
+from pdd_tasks.tools.results.values import BadValue, check_results
+
+
+_FIX = (
+    "Pass the --output_path folder of an lm_eval run of the pdd tasks (it holds "
+    "<model>/results_<date>.json, and samples_<task>_<date>.jsonl with --log_samples), or a results_*.json file."
+)
+
+
+class ResultsError(UserError):
+    """A path that is not an lm_eval output folder or results file; the message says the fix."""
+
+
+class SamplesError(ResultsError):
+    """A ``--log_samples`` file that cannot be read (e.g. cut mid-line); the message names the file,
+    the line and the fix."""
+
+
+def results_files(path: Path) -> list[Path]:
+    """``path`` itself if it is a file, else every ``results_*.json`` below it, oldest first
+    (by the date in the name, which lm_eval writes sortably)."""
+    path = Path(path)
+    if not path.exists():
+        raise ResultsError(f"{path} does not exist. {_FIX}")
+    if path.is_file():
+        return [path]
+    files = sorted(path.rglob("results_*.json"), key=lambda p: (p.name, str(p)))
+    if not files:
+        raise ResultsError(f"{path} is not an lm_eval output folder: no results_*.json below it. {_FIX}")
+    return files
+
+
+def latest_results_file(path: Path) -> Path:
+    """The newest ``results_*.json`` of :func:`results_files`."""
+    return results_files(path)[-1]
+
+
+def read_results(file: Path) -> dict:
+    """An lm-eval results JSON (read by :func:`pdd_tasks.loading.files.read_json`); anything else is a
+    :class:`ResultsError` naming the file."""
+    try:
+        results = read_json(file)
+    except (OSError, DatasetError) as error:
+        raise ResultsError(f"{file} is not an lm_eval results file ({error}). {_FIX}") from None
+    if not isinstance(results, dict) or not isinstance(results.get("results"), dict):
+        raise ResultsError(f"{file} is not an lm_eval results file (no 'results' section). {_FIX}")
+    return results
+
+
+def read_checked_results(file: Path) -> tuple[dict, list[BadValue]]:
+    """:func:`read_results`, its values checked (:func:`pdd_tasks.tools.results.values.check_results`):
+    a value that is not what its key holds is None in the dict returned, and named in the list."""
+    return check_results(read_results(file), file)
+
+
+def warn_bad_values(runs: list[Run]) -> None:
+    """Print a warning line (file and key) on stderr for every damaged value of ``runs`` read so far."""
+    for run in runs:
+        if "_checked" in run.__dict__:
+            for bad in run.bad_values:
+                print(bad.line(), file=sys.stderr)
+
+
+def pdd_tasks_of(results: dict) -> list[str]:
+    """The labelled pdd tasks of a results JSON (those with a method's or the blind AUC), by name."""
+    prefixes = (*METHOD_NAMES, EM_MIA, BLIND)
+    return sorted(
+        (
+            name
+            for name, values in results["results"].items()
+            if any(f"{prefix}_auc,none" in values for prefix in prefixes)
+        ),
+        key=lambda name: (len(name), name),
+    )
+
+
+@dataclass(frozen=True)
+class Counts:
+    """How many texts a task scored.
+
+    ``total`` is the results JSON's (``n-samples``: the texts its AUCs and TPRs are computed from);
+    ``members`` and ``non_members`` come from the samples file, and only where it holds exactly
+    those texts. Otherwise they are None; without a samples file (no ``--log_samples``) that is
+    all, and for a samples file that holds fewer or more texts than the results JSON counts (or no
+    labels) ``problem`` names the file and what it holds.
+    """
+
+    total: int | None
+    members: int | None = None
+    non_members: int | None = None
+    problem: str | None = None
+
+    def too_few(self) -> str | None:
+        """Why the counts are too small to read the AUCs and TPRs as evidence, where a class has fewer
+        than :data:`FEW_TEXTS` texts (the run log's warning, for the outputs people read), else None."""
+        if self.members is not None and self.non_members is not None:
+            if 0 < min(self.members, self.non_members) < FEW_TEXTS:
+                se = null_auc_standard_error(self.members, self.non_members)
+                return (
+                    f"{_plural(self.members, 'member')} and {_plural(self.non_members, 'non-member')}, fewer than "
+                    f"{FEW_TEXTS} of a class. An AUC from so few has a standard error of about {se:.2f} at AUC 0.5, "
+                    "so an AUC or TPR of 1.000 (or 0.000) here is no evidence of membership; score at least "
+                    f"{FEW_TEXTS} texts of each class."
+                )
+        elif self.total is not None and self.total < 2 * FEW_TEXTS:
+            return (
+                f"{self.total} texts in all, so fewer than {FEW_TEXTS} of a class (how many members and "
+                "non-members is not known without a complete samples file). AUCs and TPRs from so few are no "
+                f"evidence of membership; score at least {FEW_TEXTS} texts of each class."
+            )
+        return None
+
+    def describe(self) -> str:
+        """``"20 texts (10 members, 10 non-members)"``, or ``"20 texts"`` where the classes are unknown."""
+        text = f"{self.total if self.total is not None else '?'} texts"
+        if self.members is not None and self.non_members is not None:
+            text += f" ({_plural(self.members, 'member')}, {_plural(self.non_members, 'non-member')})"
+        return text
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def _labels(samples: list[dict]) -> list[int] | None:
+    """Each record's label (the second item of a ``<method>_auc`` entry), or None where the records
+    hold no labelled metric."""
+    key = next((f"{m}_auc" for m in (BLIND, *METHOD_NAMES) if samples and f"{m}_auc" in samples[0]), None)
+    if key is None:
+        return None
+    try:
+        return [int(sample[key][1]) for sample in samples]
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Run:
+    """One lm_eval run: its results file (and the samples files beside it)."""
+
+    file: Path
+    _samples: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
+
+    @cached_property
+    def _checked(self) -> tuple[dict, list[BadValue]]:
+        return read_checked_results(self.file)
+
+    @property
+    def results(self) -> dict:
+        """The results JSON, every value that is not what its key holds replaced by None."""
+        return self._checked[0]
+
+    @property
+    def bad_values(self) -> list[BadValue]:
+        """The values of the results JSON that are not what their keys hold (shown as n/a)."""
+        return self._checked[1]
+
+    @property
+    def timestamp(self) -> str:
+        return self.file.stem.removeprefix("results_")
+
+    @property
+    def model(self) -> str:
+        """The model's name or path as given to lm_eval (``pretrained=``), else the model type."""
+        config = self.results.get("config") or {}
+        args = config.get("model_args")
+        if isinstance(args, dict) and args.get("pretrained"):
+            return str(args["pretrained"])
+        if isinstance(args, str) and "pretrained=" in args:
+            return args.split("pretrained=", 1)[1].split(",", 1)[0]
+        return str(self.results.get("model_name") or config.get("model") or "unknown model")
+
+    def samples_file(self, task: str) -> Path | None:
+        """``samples_<task>_<timestamp>.jsonl`` beside the results file, or None (no --log_samples)."""
+        file = self.file.parent / f"samples_{task}_{self.timestamp}.jsonl"
+        return file if file.is_file() else None
+
+    def samples(self, task: str) -> list[dict] | None:
+        """The ``--log_samples`` records of ``task`` (:func:`pdd_tasks.loading.files.read_jsonl`), or None.
+
+        Raises:
+            SamplesError: the file is not JSON Lines (e.g. cut mid-line by an interrupted run); the
+                message names the file and line and the fix.
+        """
+        if task not in self._samples:
+            file = self.samples_file(task)
+            try:
+                self._samples[task] = None if file is None else read_jsonl(file)
+            except DatasetError as error:
+                raise SamplesError(
+                    f"{error} That is the --log_samples file of {task} in the run {self.file}; a file cut mid-line "
+                    "is what an interrupted run or a full disk leaves. Re-run lm_eval with --log_samples to "
+                    f"write it again, or remove {file} to report the run from its results JSON alone (no plots, "
+                    "no member/non-member counts)."
+                ) from None
+        return self._samples[task]
+
+    def counts(self, task: str) -> Counts:
+        """The texts ``task`` scored (:class:`Counts`): the total from the results JSON, the classes from
+        the samples file where it holds the same texts; a samples file holding another number of texts
+        is named in ``problem``."""
+        total = (self.results.get("n-samples", {}).get(task) or {}).get("effective")
+        total = total if isinstance(total, int) and not isinstance(total, bool) else None
+        file = self.samples_file(task)
+        if file is None:
+            return Counts(total)
+        samples = self.samples(task) or []
+        labels = _labels(samples)
+        held = f"{len(samples)} texts" + (
+            f" ({sum(labels)} members, {len(labels) - sum(labels)} non-members)" if labels is not None else ""
+        )
+        if total is not None and len(samples) != total:
+            return Counts(
+                total,
+                problem=(
+                    f"the samples file {file} is incomplete: it holds {held}, but the results JSON {self.file.name} "
+                    f"counts {total} texts scored, and its AUCs and TPRs are computed from all {total}. Member "
+                    "and non-member counts, plots and the FPR-budget marks (†) are left out for this task; re-run "
+                    "lm_eval with --log_samples for a complete samples file."
+                ),
+            )
+        if labels is None:
+            return Counts(total, problem=f"the samples file {file} holds no labelled metric")
+        return Counts(len(samples), sum(labels), len(labels) - sum(labels))
+
+
+def find_runs(paths: list[Path]) -> list[Run]:
+    """Every run under ``paths`` (folders or results files), each once, in the order given."""
+    runs: dict[Path, Run] = {}
+    for path in paths:
+        for file in results_files(path):
+            runs.setdefault(file.resolve(), Run(file))
+    return list(runs.values())
+
+
+def task_settings(results: dict, task: str) -> ScoringSettings:
+    """The settings a task ran with, from its metadata in the results JSON (defaults elsewhere)."""
+    metadata = results.get("configs", {}).get(task, {}).get("metadata") or {}
+    return ScoringSettings.from_metadata({s.name: metadata[s.name] for s in SETTINGS if s.name in metadata})
+
+
+def lowercase_off(results: dict, task: str) -> bool:
+    """Whether the task ran with ``lowercase: false`` (e.g. Chinese text, which has no letter case)."""
+    metadata = results.get("configs", {}).get(task, {}).get("metadata") or {}
+    return metadata.get("lowercase") is False
