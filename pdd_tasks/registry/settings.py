@@ -9,6 +9,7 @@ dataset-level tests (:mod:`pdd_tasks.dataset_tests`) declare theirs with the sam
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import inspect
@@ -263,6 +264,12 @@ def model_argument_names() -> frozenset[str]:
         except Exception:  # an optional backend (vllm) that is not installed
             continue
         names |= set(inspect.signature(cls.__init__).parameters) - {"self", "args", "kwargs"}
+    try:  # lm-eval's VLLM hands every other --model_args key to vllm.LLM: vLLM's engine arguments
+        from vllm.engine.arg_utils import EngineArgs
+
+        names |= {field.name for field in dataclasses.fields(EngineArgs)}
+    except Exception:  # vLLM not installed (or another version's layout): the list above
+        pass
     return frozenset(names)
 
 

@@ -315,6 +315,8 @@ def test_exact_mode_is_recorded(vllm_exact):
     stderr = (vllm_exact.parent / "lm_eval.stderr").read_text()
     assert "Running loglikelihood requests" in stderr
     assert "per-value lists" not in stderr and "worker_extension_cls=" not in stderr.split("Running loglikelihood")[1]
+    # vLLM's engine arguments in --model_args (they reach the task's metadata too) are not called unknown
+    assert "'worker_extension_cls' are neither settings of this task" not in stderr
     # vLLM's own log: the extension added to the worker; the capture raises where the worker, asked to
     # compute the values, sends the full log-probs (so the record above says every answer came so)
     vllm_log = (vllm_exact.parent / "lm_eval.stdout").read_text() + stderr

@@ -351,15 +351,18 @@ def test_vllm_cost_times_each_capture(tiny_model, tiny_table):
 
 
 @pytest.mark.vllm_engine
-def test_vllm_repeat_compares_a_vllm_run_with_hf(tiny_model, tiny_table, tmp_path):
+def test_vllm_repeat_two_runs_agree_with_each_other_and_with_hf(tmp_path):
+    """The default model (a model where a drift shows: issue 34 measured Min-K% moving by 2.6e-4 against HF
+    in one run), 8 texts, two vLLM runs: bit-identical, and within 5e-5 of HF (measured: 2.4e-05 at most
+    over 40 texts, docs/backends.md "Repeated runs")."""
     vllm_venv_or_skip()
     out = tmp_path / "repeat.json"
-    args = ["--model", tiny_model, "--freq-table", tiny_table, "--texts", "2", "--settings", "default", "--json", out]
-    process = run_here("vllm_repeat.py", *args)
+    process = run_here("vllm_repeat.py", "--texts", "8", "--settings", "default", "default", "--json", out)
     assert process.returncode == 0, process.stderr[-3000:]
-    (run,) = json.loads(out.read_text())["runs"]
-    assert run["setting"] == "default" and set(run["against_hf"]) >= {"loss", "min_k_pp", "dcpdd"}
-    assert max(run["against_hf"].values()) < 1e-3 and run["against_run_1"] == dict.fromkeys(run["against_hf"], 0.0)
+    first, second = json.loads(out.read_text())["runs"]
+    assert set(first["against_hf"]) >= {"loss", "min_k", "min_k_pp", "gap_k", "dcpdd"}
+    assert second["against_run_1"] == dict.fromkeys(first["against_hf"], 0.0)
+    assert max(first["against_hf"].values()) < 5e-5, first["against_hf"]
 
 
 @pytest.mark.vllm_engine
