@@ -9,15 +9,25 @@ default model's tokenizer (context and continuation of each request, one start t
 tokenizer adds one): on a CPU or GPU forward pass a token of a short sequence costs about the same as
 any other, so the token ratio is the cost ratio. No model is run.
 
+``--time N`` then runs the model too, with the real ``lm_eval`` command (HF, CPU, float32, batch
+size 8): the eval alone (``--tasks arc_easy_cost``), then the check alone (``--tasks
+pdd_contamination``, the eval as its source task, CoDeC at its defaults, the exchangeability test at
+the first ``--settings``), N times each in turn; the median wall time of each, model load included,
+and their ratio beside the tokens'.
+
     python benchmarks/contamination_cost.py --examples 1000 --settings 50x250 50x20 50x10 50x4 20x4
+    python benchmarks/contamination_cost.py --examples 200 --settings 50x1 --time 2
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -90,11 +100,29 @@ def contamination_task(metadata: dict):
     return task
 
 
+def lm_eval_seconds(model: str, include: Path | str, task: str, out: Path, metadata: dict | None = None) -> float:
+    """Wall time of one real ``lm_eval`` run (HF, CPU, float32, batch size 8) of ``task``."""
+    command = [
+        str(Path(sys.executable).with_name("lm_eval")),
+        *("--model", "hf", "--model_args", f"pretrained={model},dtype=float32", "--device", "cpu"),
+        *("--include_path", str(include), "--tasks", task, "--batch_size", "8", "--output_path", str(out)),
+        *(["--metadata", json.dumps(metadata)] if metadata else []),
+    ]
+    began = time.perf_counter()
+    finished = subprocess.run(command, capture_output=True, text=True)
+    if finished.returncode != 0:
+        raise SystemExit(f"lm_eval --tasks {task} failed:\n{finished.stderr[-3000:]}")
+    return time.perf_counter() - began
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=1000)
     parser.add_argument("--settings", nargs="+", default=["50x250", "50x20", "50x10", "50x4", "20x4"])
     parser.add_argument("--model", default=None, help="whose tokenizer counts the tokens (default: the default model)")
+    parser.add_argument(
+        "--time", type=int, default=0, metavar="N", help="also time the eval and the check N times each"
+    )
     args = parser.parse_args()
     from lm_eval.tasks import TaskManager, get_task_dict
     from transformers import AutoTokenizer
@@ -123,11 +151,34 @@ def main() -> int:
                 mine = [i for i in check.instances if i.doc["test"] == test]
                 label = "CoDeC (defaults: 1 in-context example, up to 1,000 examples)" if test == "codec" else f"exchangeability {shards} x {permutations}"  # fmt: skip
                 rows.append((label, *request_tokens(mine, tokenizer)))
+        seconds: dict[str, list[float]] = {"eval": [], "check": []}
+        shards, permutations = (int(x) for x in args.settings[0].split("x"))
+        check_metadata = {
+            "source_tasks": ["arc_easy_cost"],
+            "source_include_path": str(folder),
+            "exchangeability": {"num_shards": shards, "permutations": permutations},
+        }
+        from pdd_tasks.paths import tasks_path
+
+        for repeat in range(args.time):
+            out = folder / f"runs-{repeat}"
+            seconds["eval"].append(lm_eval_seconds(args.model, folder, "arc_easy_cost", out / "eval"))
+            seconds["check"].append(
+                lm_eval_seconds(args.model, tasks_path(), "pdd_contamination", out / "check", check_metadata)
+            )
     eval_tokens = rows[0][2]
+    check_tokens = rows[1][2] + rows[2][2]  # CoDeC and the exchangeability test at the first setting
     print(f"ARC-shaped task of {args.examples} examples; tokens of {Path(args.model).name}'s tokenizer; {machine()}\n")
     print("| requests of | requests | tokens | tokens / the eval's |\n|---|---|---|---|")
     for label, requests, tokens in rows:
         print(f"| {label} | {requests:,} | {tokens:,} | {tokens / eval_tokens:.2f} |")
+    if args.time:
+        eval_time, check_time = statistics.median(seconds["eval"]), statistics.median(seconds["check"])
+        print(
+            f"\nWall time, real lm_eval (HF, CPU, float32, batch 8, model load included), median of {args.time}:"
+            f" the eval {eval_time:.0f} s, the check ({args.settings[0]}) {check_time:.0f} s: {check_time / eval_time:.2f}"
+            f" times the eval (tokens: {check_tokens / eval_tokens:.2f})"
+        )
     return 0
 
 

@@ -143,6 +143,12 @@ def test_contamination_cost_counts_the_check_beside_the_eval():
     assert "| exchangeability 4 x 1 | 8 | " in process.stdout and "| exchangeability 2 x 3 | 8 | " in process.stdout
 
 
+def test_contamination_cost_times_the_eval_and_the_check():
+    process = run_here("contamination_cost.py", "--examples", "8", "--settings", "2x1", "--time", "1")
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "median of 1: the eval " in process.stdout and "the check (2x1) " in process.stdout
+
+
 # ------------------------------------------------------------------ scripts that read a run's samples
 
 
