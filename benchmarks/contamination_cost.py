@@ -9,8 +9,8 @@ default model's tokenizer (context and continuation of each request, one start t
 tokenizer adds one): on a CPU or GPU forward pass a token of a short sequence costs about the same as
 any other, so the token ratio is the cost ratio. No model is run.
 
-``--time N`` then runs the model too, with the real ``lm_eval`` command (HF, CPU, float32, batch
-size 8): the eval alone (``--tasks arc_easy_cost``), then the check alone (``--tasks
+``--time N`` then runs the model too, with the real ``lm_eval`` command (HF, float32, batch size 8,
+on ``--device``): the eval alone (``--tasks arc_easy_cost``), then the check alone (``--tasks
 pdd_contamination``, the eval as its source task, CoDeC at its defaults, the exchangeability test at
 the first ``--settings``), N times each in turn; the median wall time of each, model load included,
 and their ratio beside the tokens'.
@@ -100,11 +100,13 @@ def contamination_task(metadata: dict):
     return task
 
 
-def lm_eval_seconds(model: str, include: Path | str, task: str, out: Path, metadata: dict | None = None) -> float:
-    """Wall time of one real ``lm_eval`` run (HF, CPU, float32, batch size 8) of ``task``."""
+def lm_eval_seconds(
+    model: str, include: Path | str, task: str, out: Path, metadata: dict | None = None, device: str = "cpu"
+) -> float:
+    """Wall time of one real ``lm_eval`` run (HF, float32, batch size 8) of ``task`` on ``device``."""
     command = [
         str(Path(sys.executable).with_name("lm_eval")),
-        *("--model", "hf", "--model_args", f"pretrained={model},dtype=float32", "--device", "cpu"),
+        *("--model", "hf", "--model_args", f"pretrained={model},dtype=float32", "--device", device),
         *("--include_path", str(include), "--tasks", task, "--batch_size", "8", "--output_path", str(out)),
         *(["--metadata", json.dumps(metadata)] if metadata else []),
     ]
@@ -123,6 +125,7 @@ def main() -> int:
     parser.add_argument(
         "--time", type=int, default=0, metavar="N", help="also time the eval and the check N times each"
     )
+    parser.add_argument("--device", default="cpu", help="--time: lm_eval's --device (cpu, cuda)")
     args = parser.parse_args()
     from lm_eval.tasks import TaskManager, get_task_dict
     from transformers import AutoTokenizer
@@ -162,9 +165,13 @@ def main() -> int:
 
         for repeat in range(args.time):
             out = folder / f"runs-{repeat}"
-            seconds["eval"].append(lm_eval_seconds(args.model, folder, "arc_easy_cost", out / "eval"))
+            seconds["eval"].append(
+                lm_eval_seconds(args.model, folder, "arc_easy_cost", out / "eval", None, args.device)
+            )
             seconds["check"].append(
-                lm_eval_seconds(args.model, tasks_path(), "pdd_contamination", out / "check", check_metadata)
+                lm_eval_seconds(
+                    args.model, tasks_path(), "pdd_contamination", out / "check", check_metadata, args.device
+                )
             )
     eval_tokens = rows[0][2]
     check_tokens = rows[1][2] + rows[2][2]  # CoDeC and the exchangeability test at the first setting
@@ -175,7 +182,7 @@ def main() -> int:
     if args.time:
         eval_time, check_time = statistics.median(seconds["eval"]), statistics.median(seconds["check"])
         print(
-            f"\nWall time, real lm_eval (HF, CPU, float32, batch 8, model load included), median of {args.time}:"
+            f"\nWall time, real lm_eval (HF, {args.device}, float32, batch 8, model load included), median of {args.time}:"
             f" the eval {eval_time:.0f} s, the check ({args.settings[0]}) {check_time:.0f} s: {check_time / eval_time:.2f}"
             f" times the eval (tokens: {check_tokens / eval_tokens:.2f})"
         )
