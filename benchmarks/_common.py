@@ -4,6 +4,7 @@ directory is on ``sys.path``)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -46,15 +47,18 @@ def lm_eval_run(
     batch_size: int = 8,
     log_samples: bool = False,
     env: dict[str, str] | None = None,
+    include: Path | str | None = None,
+    device: str = "cpu",
 ) -> tuple[float, dict]:
-    """One run of the real ``lm_eval`` command (HF backend, CPU, float32) on the pdd tasks: its wall
-    time in seconds and its results JSON. Raises with the end of lm_eval's stderr if it fails."""
+    """One run of the real ``lm_eval`` command (HF backend, float32, on ``device``) on the pdd tasks (or
+    the tasks under ``include``): its wall time in seconds and its results JSON. Raises with the end of
+    lm_eval's stderr if it fails."""
     from pdd_tasks.paths import tasks_path
 
     command = [
         str(Path(sys.executable).with_name("lm_eval")),
-        *("--model", "hf", "--model_args", f"pretrained={model},dtype=float32", "--device", "cpu"),
-        *("--include_path", tasks_path(), "--tasks", task, "--batch_size", str(batch_size)),
+        *("--model", "hf", "--model_args", f"pretrained={model},dtype=float32", "--device", device),
+        *("--include_path", str(include or tasks_path()), "--tasks", task, "--batch_size", str(batch_size)),
         *(["--limit", str(limit)] if limit else []),
         *(["--metadata", json.dumps(metadata)] if metadata else []),
         *("--output_path", str(out)),
@@ -67,6 +71,18 @@ def lm_eval_run(
     if process.returncode != 0:
         raise RuntimeError(f"lm_eval failed ({process.returncode}):\n{process.stderr[-4000:]}")
     return seconds, read_json(sorted(Path(out).rglob("results_*.json"))[-1])
+
+
+@contextlib.contextmanager
+def busy_loops(count: int):
+    """``count`` busy-looping processes running meanwhile (load beside a measured command)."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.terminate()
+            loop.wait()
 
 
 def timing_parser(doc: str, texts: int) -> argparse.ArgumentParser:

@@ -24,14 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
-from _common import machine
+from _common import lm_eval_run, machine
 
 from pdd_tasks.loading.benchmark_data import PACKAGED_DATA
 from pdd_tasks.loading.files import read_jsonl
@@ -100,23 +98,6 @@ def contamination_task(metadata: dict):
     return task
 
 
-def lm_eval_seconds(
-    model: str, include: Path | str, task: str, out: Path, metadata: dict | None = None, device: str = "cpu"
-) -> float:
-    """Wall time of one real ``lm_eval`` run (HF, float32, batch size 8) of ``task`` on ``device``."""
-    command = [
-        str(Path(sys.executable).with_name("lm_eval")),
-        *("--model", "hf", "--model_args", f"pretrained={model},dtype=float32", "--device", device),
-        *("--include_path", str(include), "--tasks", task, "--batch_size", "8", "--output_path", str(out)),
-        *(["--metadata", json.dumps(metadata)] if metadata else []),
-    ]
-    began = time.perf_counter()
-    finished = subprocess.run(command, capture_output=True, text=True)
-    if finished.returncode != 0:
-        raise SystemExit(f"lm_eval --tasks {task} failed:\n{finished.stderr[-3000:]}")
-    return time.perf_counter() - began
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=1000)
@@ -161,18 +142,12 @@ def main() -> int:
             "source_include_path": str(folder),
             "exchangeability": {"num_shards": shards, "permutations": permutations},
         }
-        from pdd_tasks.paths import tasks_path
-
         for repeat in range(args.time):
             out = folder / f"runs-{repeat}"
-            seconds["eval"].append(
-                lm_eval_seconds(args.model, folder, "arc_easy_cost", out / "eval", None, args.device)
-            )
-            seconds["check"].append(
-                lm_eval_seconds(
-                    args.model, tasks_path(), "pdd_contamination", out / "check", check_metadata, args.device
-                )
-            )
+            eval_run = lm_eval_run(args.model, "arc_easy_cost", out / "eval", include=folder, device=args.device)
+            check_run = lm_eval_run(args.model, "pdd_contamination", out / "check", metadata=check_metadata, device=args.device)  # fmt: skip
+            seconds["eval"].append(eval_run[0])
+            seconds["check"].append(check_run[0])
     eval_tokens = rows[0][2]
     check_tokens = rows[1][2] + rows[2][2]  # CoDeC and the exchangeability test at the first setting
     print(f"ARC-shaped task of {args.examples} examples; tokens of {Path(args.model).name}'s tokenizer; {machine()}\n")

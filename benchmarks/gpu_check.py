@@ -73,7 +73,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="a --json of part 2 written on another machine: score the same texts on this machine's CPU "
         "and print the largest per-text difference and the AUCs against each device there (runs nothing else)",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.parts = [part.strip() for part in args.parts.split(",")]
+    if not set(args.parts) <= {"capture", "agreement"}:
+        parser.error(f"--parts: expected capture and/or agreement (comma-separated), got {','.join(args.parts)!r}")
+    return args
 
 
 def random_llama(tokenizer_dir: Path, layers: int, hidden: int, dtype: torch.dtype, device: str):
@@ -205,11 +209,9 @@ def compare_with(args, manager) -> dict:
         cells = []
         for device, scores in elsewhere.items():
             difference = max(abs(a - b) for a, b in zip(here[method], scores[method], strict=True))
-            result["compared"].setdefault(device, {})[method] = {
-                "auc": auc(scores[method]),
-                "largest_difference": difference,
-            }
-            cells.append(f"{auc(scores[method])}, {difference:.2g}")
+            value = auc(scores[method])
+            result["compared"].setdefault(device, {})[method] = {"auc": value, "largest_difference": difference}
+            cells.append(f"{value}, {difference:.2g}")
         print(f"| {method} | {auc(here[method])} | " + " | ".join(cells) + " |")
     return result
 
@@ -225,9 +227,7 @@ def main(argv=None) -> dict:
         return result
     task = manager.load(args.task)["tasks"][args.task]
     docs = list(task.test_docs())[: args.texts]
-    parts = {part.strip() for part in args.parts.split(",")}
-    if not parts or parts - {"capture", "agreement"}:
-        raise SystemExit(f"--parts: expected capture and/or agreement, got {args.parts!r}")
+    parts = set(args.parts)
     began = time.perf_counter()
     result = {
         "machine": machine(f"torch {torch.__version__}", f"device {args.device}"),
@@ -258,8 +258,6 @@ def print_capture(args, capture: dict) -> None:
     stock = capture["seconds"]["stock"]
     labels = {"stock": "stock HF loglikelihood", "capture": "pdd capture", "pdd": "pdd capture + scoring"}
     for name, label in labels.items():
-        if name not in capture["seconds"]:  # a JSON written before the capture alone was timed
-            continue
         seconds, peak = capture["seconds"][name], capture["peak_gib"].get(name)
         print(
             f"| {label} | {seconds:.2f} | {capture['tokens'] / seconds:,.0f} | "

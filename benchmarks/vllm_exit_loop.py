@@ -40,6 +40,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from _common import busy_loops
+
 
 REPO = Path(__file__).resolve().parent.parent
 VENV = REPO / ".venv-vllm" if (REPO / ".venv-vllm").exists() else Path("/work/main/.venv-vllm")
@@ -228,29 +230,19 @@ def main() -> None:
     model = args.model or (REPO if args.command == "tier" else tiny_model(root / "tiny-gpt2"))
     if args.command == "lm_eval" and not args.stock:
         frequency_table(model, root / "tiny-table.npz")  # once, before the runs (command_for names it)
-    load = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)
-    ]  # ended below, by their own handles
     label = f"{args.command}{' --stock' if args.stock else ''}, load {args.load}, parallel {args.parallel}"
     records = []
-    try:
-        with ThreadPoolExecutor(args.parallel) as pool:
-            numbers = iter(range(1, args.runs + 1))
-            # submitted in waves of --parallel, so that --until-failure stops before the next wave
-            while wave := [
-                pool.submit(one_run, n, args, model, root) for n in itertools.islice(numbers, args.parallel)
-            ]:
-                for record in (future.result() for future in wave):
-                    records.append(record)
-                    print(run_line(record), flush=True)
-                if args.json:  # after every wave: a loop stopped midway keeps what it measured
-                    args.json.write_text(json.dumps({"command": label, "runs": records}, indent=1))
-                if args.until_failure and any(r["returncode"] != 0 for r in records):
-                    break
-    finally:
-        for process in load:
-            process.terminate()
-            process.wait()
+    with busy_loops(args.load), ThreadPoolExecutor(args.parallel) as pool:
+        numbers = iter(range(1, args.runs + 1))
+        # submitted in waves of --parallel, so that --until-failure stops before the next wave
+        while wave := [pool.submit(one_run, n, args, model, root) for n in itertools.islice(numbers, args.parallel)]:
+            for record in (future.result() for future in wave):
+                records.append(record)
+                print(run_line(record), flush=True)
+            if args.json:  # after every wave: a loop stopped midway keeps what it measured
+                args.json.write_text(json.dumps({"command": label, "runs": records}, indent=1))
+            if args.until_failure and any(r["returncode"] != 0 for r in records):
+                break
     failed = [r for r in records if r["returncode"] != 0]
     aborted = [r for r in records if r["signal"] == "SIGABRT"]
     print(

@@ -30,17 +30,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from _common import machine
+from _common import busy_loops, lm_eval_run, machine
 from compare_runs import scores
 
 from pdd_tasks.paths import tasks_path
@@ -69,40 +67,26 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     for setting in args.settings:
         if setting not in SETTINGS and not re.fullmatch(r"load-\d+", setting):
-            parser.error(f"--settings: unknown setting {setting!r}")
+            parser.error(f"--settings: unknown setting {setting!r}; choose from {', '.join(SETTINGS)} or load-N")
     return args
 
 
-def lm_eval_command(vllm: bool, model_args: str, out: Path, texts: int, metadata: dict) -> list[str]:
-    """``.venv-vllm``'s ``lm_eval --model vllm``, or this environment's ``lm_eval --model hf``."""
-    program = VLLM_VENV / "bin" / "lm_eval" if vllm else Path(sys.executable).with_name("lm_eval")
+def vllm_command(model_args: str, out: Path, texts: int, metadata: dict) -> list[str]:
+    """``.venv-vllm``'s ``lm_eval --model vllm`` on the first ``texts`` texts, their samples logged."""
     return [
-        str(program),
-        *("--model", "vllm" if vllm else "hf", "--model_args", model_args),
+        str(VLLM_VENV / "bin" / "lm_eval"),
+        *("--model", "vllm", "--model_args", model_args),
         *("--include_path", tasks_path(), "--tasks", TASK, "--limit", str(texts)),
-        *("--batch_size", "auto" if vllm else "8", "--output_path", str(out), "--log_samples"),
-        *([] if vllm else ["--device", "cpu"]),
-        *(["--metadata", json.dumps(metadata)] if metadata else []),
+        *("--batch_size", "auto", "--output_path", str(out), "--log_samples"),
+        *("--metadata", json.dumps(metadata)),
     ]
-
-
-def _busy() -> None:
-    while True:
-        pass
 
 
 def run(command: list[str], env: dict, log: Path, load: int = 0) -> float:
     """``command`` as a process (its stdout and stderr to ``log``), beside ``load`` busy loops; wall seconds."""
-    loops = [multiprocessing.Process(target=_busy, daemon=True) for _ in range(load)]
-    for loop in loops:
-        loop.start()
     began = time.perf_counter()
-    try:
-        with log.open("w") as handle:
-            finished = subprocess.run(command, env=env, stdout=handle, stderr=subprocess.STDOUT, timeout=1800)
-    finally:
-        for loop in loops:
-            loop.terminate()
+    with busy_loops(load), log.open("w") as handle:
+        finished = subprocess.run(command, env=env, stdout=handle, stderr=subprocess.STDOUT, timeout=1800)
     if finished.returncode != 0:
         raise SystemExit(f"{' '.join(command[:3])} ... failed (status {finished.returncode}); its log: {log}")
     return time.perf_counter() - began
@@ -151,7 +135,7 @@ def main(argv=None) -> dict:
     table = {"freq_table": str(args.freq_table)} if args.freq_table else {}
 
     hf_out = root / "hf"
-    hf_seconds = run(lm_eval_command(False, model_args, hf_out, args.texts, table), base_env, root / "hf.log")
+    hf_seconds, _ = lm_eval_run(model, TASK, hf_out, metadata=table, limit=args.texts, log_samples=True)
     hf_scores, _ = scores(hf_out, TASK)
     print(f"Machine: {machine()}; {args.texts} texts of {TASK}, the default model in float32")
     print(f"hf: {hf_seconds:.0f} s\n")
@@ -166,9 +150,7 @@ def main(argv=None) -> dict:
         extra_env, extra_args, load = vllm_setting(setting)
         out, log = root / f"vllm-{number}-{setting}", root / f"vllm-{number}-{setting}.log"
         env = base_env | {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1"} | extra_env
-        command = lm_eval_command(
-            VLLM_VENV, f"{model_args},{ENGINE}{extra_args}", out, args.texts, table | {"exact_mu_sigma": True}
-        )
+        command = vllm_command(f"{model_args},{ENGINE}{extra_args}", out, args.texts, table | {"exact_mu_sigma": True})
         seconds = run(command, env, log, load)
         found, _ = scores(out, TASK)
         first = first or found

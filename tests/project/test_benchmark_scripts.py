@@ -107,6 +107,15 @@ def test_gpu_check_runs_on_the_cpu_at_toy_size(tmp_path):
     assert {m: d["largest_difference"] for m, d in differences.items()} == dict.fromkeys(differences, 0.0)
 
 
+def test_benchmark_options_refuse_unknown_values_naming_the_choices():
+    process = run_here("gpu_check.py", "--parts", "capture,bogus")
+    assert process.returncode == 2
+    assert "--parts: expected capture and/or agreement (comma-separated), got 'capture,bogus'" in process.stderr
+    process = run_here("vllm_repeat.py", "--settings", "default", "bogus")
+    assert process.returncode == 2
+    assert "--settings: unknown setting 'bogus'; choose from default, nobind," in process.stderr
+
+
 def test_prefix_sharing_counts_wikimia_without_a_model():
     process = run_here("prefix_sharing.py", "--limit", "3", "--wikimia24", str(REPO / "no-such-folder"))
     assert process.returncode == 0, process.stderr[-3000:]
