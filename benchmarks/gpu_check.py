@@ -189,7 +189,13 @@ def agreement(args, manager) -> dict:
 def compare_with(args, manager) -> dict:
     """This machine's CPU against the scores of each device in ``args.compare_with`` (part 2's --json):
     the largest per-text difference and the AUC of each default method."""
-    elsewhere = json.loads(args.compare_with.read_text())["agreement"]["scores"]
+    try:
+        elsewhere = json.loads(args.compare_with.read_text())["agreement"]["scores"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise SystemExit(
+            f"--compare-with {args.compare_with}: no per-text scores of part 2 there ({error!r}); give the --json "
+            "of a run with --parts agreement"
+        ) from None
     task = manager.load("pdd_wikimia_32")["tasks"]["pdd_wikimia_32"]
     texts = len(next(iter(next(iter(elsewhere.values())).values())))
     docs = list(task.test_docs())[:texts]

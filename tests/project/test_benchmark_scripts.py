@@ -114,6 +114,10 @@ def test_benchmark_options_refuse_unknown_values_naming_the_choices():
     process = run_here("vllm_repeat.py", "--settings", "default", "bogus")
     assert process.returncode == 2
     assert "--settings: unknown setting 'bogus'; choose from default, nobind," in process.stderr
+    process = run_here("gpu_check.py", "--compare-with", str(REPO / "no-such-file.json"))
+    assert process.returncode == 1
+    assert "no-such-file.json: no per-text scores of part 2 there" in process.stderr
+    assert "give the --json of a run with --parts agreement" in process.stderr
 
 
 def test_prefix_sharing_counts_wikimia_without_a_model():
