@@ -1,6 +1,6 @@
 """How often a vLLM process dies at exit (issue 32, item 8): the same command N times, each exit status counted.
 
-    .venv/bin/python benchmarks/vllm_exit_loop.py --runs 20 [--command bare|lm_eval|tier] [--stock] [--load 2]
+    .venv/bin/python benchmarks/vllm_exit_loop.py --runs 20 [--command bare|lm_eval|tier] [--stock] [--exact] [--load 2]
         [--parallel 1] [--model DIR] [--json out.json] [--until-failure]
 
 The vLLM tier (``tests/backends/test_vllm_engine.py``) once died in about ten runs: every vLLM process of one
@@ -13,10 +13,14 @@ offline, this checkout first on the path):
   interpreter exits (the layout of ``test_vllm_engine.py``'s worker script); ``pdd_tasks.lm_eval_patches.apply()``
   is called after the engine is made, as there (``--stock``: not called, vLLM's own exit only);
 - ``lm_eval``: ``.venv-vllm/bin/lm_eval --model vllm`` on the same model, ``pdd_wikimia_32 --limit 4``
-  (``--stock``: the stock task of the tests instead, so that the plugin never loads).
+  (``--stock``: the stock task of the tests instead, so that the plugin never loads; ``--exact``: the
+  engine and task settings of ``vllm_repeat.py``: ``max_logprobs=-1``, the worker extension, ``exact_mu_sigma``).
 
 Prints a line per run (exit status, the signal if one killed it, whether the results were written
-first, whether "terminate called" is in its stderr, wall time) and the counts. ``--load K`` keeps K
+first, whether "terminate called" is in its stderr, wall time, and, for ``bare`` and ``lm_eval``, the
+steps of vLLM's exit its log shows, in order: ``client`` for the client's shutdown in the main thread,
+``engines`` for the engine processes' SIGTERM, ``monitor`` for the liveness monitor taking their end for
+a crash, the path that aborts: docs/backends.md, "An abort at exit") and the counts. ``--load K`` keeps K
 busy-looping processes running meanwhile (the failing session ran beside other test runs on 2 cores);
 ``--parallel P`` runs P commands at a time. Each run gets ``PYTHONFAULTHANDLER=1`` and a core-size
 limit of 0 (``--cores``: unlimited, so that a core can be read with gdb); the stderr of every run
@@ -41,6 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from _common import busy_loops
+from vllm_repeat import ENGINE as REPEAT_ENGINE
 
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,6 +60,9 @@ ENV = {
     "TOKENIZERS_PARALLELISM": "false",
     "PYTHONFAULTHANDLER": "1",
 }
+
+#: The printout's word for each exit step (tests/support/vllm.py: EXIT_STEPS).
+STEP_WORDS = {"client shutdown": "client", "engine processes stopped": "engines", "monitor took over": "monitor"}
 
 #: ``bare``: one engine, one scored prompt, the result printed, then exit (argv: model, "stock" or "").
 BARE_SCRIPT = """
@@ -96,6 +104,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--command", choices=("bare", "lm_eval", "tier"), default="bare")
     parser.add_argument("--stock", action="store_true", help="vLLM's own exit: the plugin not applied / not loaded")
+    parser.add_argument("--exact", action="store_true", help="lm_eval: vllm_repeat.py's engine and task settings")
     parser.add_argument("--load", type=int, default=0, help="busy-looping processes meanwhile")
     parser.add_argument("--parallel", type=int, default=1, help="commands at a time")
     parser.add_argument("--model", type=Path, default=None, help="model directory (default: the tests' tiny GPT-2)")
@@ -104,6 +113,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--json", type=Path, default=None, help="write every run's record here")
     parser.add_argument("--until-failure", action="store_true", help="stop at the first run that fails")
     return parser.parse_args()
+
+
+def exit_steps(log: str) -> list[str]:
+    """The steps of vLLM's exit in ``log`` (tests/support/vllm.py: exit_steps, the tier's check)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from support.vllm import exit_steps as steps
+
+    return steps(log)
 
 
 def tiny_model(directory: Path) -> Path:
@@ -144,7 +161,7 @@ def command_for(args: argparse.Namespace, model: Path, work: Path) -> tuple[list
     if args.command == "bare":
         return [str(VENV / "bin" / "python"), "-c", BARE_SCRIPT, str(model), "stock" if args.stock else ""], "RESULT"
     out = work / "out"
-    model_args = f"pretrained={model},dtype=float32,enforce_eager=True"
+    model_args = f"pretrained={model},dtype=float32," + (REPEAT_ENGINE if args.exact else "enforce_eager=True")
     if args.stock:
         tasks_dir = work / "tasks"
         tasks_dir.mkdir(exist_ok=True)
@@ -160,7 +177,10 @@ def command_for(args: argparse.Namespace, model: Path, work: Path) -> tuple[list
     else:
         include, task = str(REPO / "task_configs"), "pdd_wikimia_32"
         table = frequency_table(model, work.parent / "tiny-table.npz")
-        metadata = ["--metadata", json.dumps({"freq_table": str(table)})]
+        metadata = [
+            "--metadata",
+            json.dumps({"freq_table": str(table)} | ({"exact_mu_sigma": True} if args.exact else {})),
+        ]
     command = [
         str(VENV / "bin" / "lm_eval"),
         *("--model", "vllm", "--model_args", model_args, "--include_path", include, "--tasks", task),
@@ -200,6 +220,7 @@ def one_run(number: int, args: argparse.Namespace, model: Path, root: Path) -> d
         "terminate_called": "terminate called" in finished.stderr,
         # bare: whether patch vllm-engine-exit was in effect (the script prints the applied patches)
         "engine_exit_patch": "vllm-engine-exit" in finished.stdout if args.command == "bare" else None,
+        "exit_steps": None if args.command == "tier" else exit_steps(finished.stdout + "\n" + finished.stderr),
         "seconds": round(seconds, 1),
     }
     if args.command == "tier":  # pytest's last line: "16 passed, 1 skipped in 284.50s (0:04:44)"
@@ -219,6 +240,7 @@ def run_line(record: dict) -> str:
         f"results {'yes' if record['results_written'] else 'no ':3s} "
         f"terminate-called {'yes' if record['terminate_called'] else 'no ':3s} "
         f"vllm-engine-exit {patch:3s} {record['seconds']:6.1f} s"
+        + (f"  exit: {' > '.join(STEP_WORDS[step] for step in record['exit_steps'])}" if record["exit_steps"] else "")
         + (f"  [{record['summary']}]" if "summary" in record else "")
     )
 
@@ -245,9 +267,11 @@ def main() -> None:
                 break
     failed = [r for r in records if r["returncode"] != 0]
     aborted = [r for r in records if r["signal"] == "SIGABRT"]
+    monitor = [r for r in records if "monitor took over" in (r["exit_steps"] or [])]
     print(
         f"\n{label}: {len(records)} runs, {len(records) - len(failed)} exit 0, {len(aborted)} SIGABRT, "
         f"{len(failed) - len(aborted)} other failures; {sum(r['results_written'] for r in records)} wrote results"
+        + ("" if args.command == "tier" else f"; the monitor thread took over the exit in {len(monitor)}")
     )
     if failed:
         print(f"stderr of the failed runs: {root}/run*/stderr.txt")

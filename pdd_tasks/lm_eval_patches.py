@@ -47,6 +47,7 @@ lm-eval's ``hf_steered.py``), and values the captures cache on a model *object*
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import importlib.metadata
@@ -55,6 +56,7 @@ import logging
 import math
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -391,27 +393,83 @@ def _joining_client_threads(stock):
     ``poll``) and to close its sockets, and Python 3.11 ends a daemon thread that takes the GIL during
     finalisation with ``pthread_exit``, a forced unwind of its native stack, which ends in ``std::terminate``
     (the process aborts) where a ``noexcept`` C++ frame is on it ("terminate called without an active exception",
-    SIGABRT, after the results were written: seen once in the vLLM tier; which frame it was is not known,
-    docs/backends.md, "An abort at exit"). The replacement runs the stock cleanup, then waits (at most
-    :data:`VLLM_THREAD_JOIN_SECONDS` each) for this client's threads of :data:`VLLM_CLIENT_THREADS` to
-    end, so that none is running when the interpreter finalises. A thread is this client's when its
-    target closes over this cleanup's object or its engine manager (the other clients' are left alone)."""
+    SIGABRT, after the results were written: docs/backends.md, "An abort at exit"). The replacement runs the
+    stock cleanup, then waits (at most :data:`VLLM_THREAD_JOIN_SECONDS` each) for this client's threads of
+    :data:`VLLM_CLIENT_THREADS` to end, so that none is running when the interpreter finalises. A thread is
+    this client's when its target closes over this cleanup's object or its engine manager (the other
+    clients' are left alone).
+
+    Applying it also registers :func:`_shut_down_vllm_clients` to run at exit (once per process), which
+    covers the other way the threads outlive the interpreter: at exit, vLLM's finalizers run newest first,
+    so the engine processes' finalizer (made after the client's) stops them *before* the client's cleanup
+    runs; the monitor thread then takes their end for a crash and runs the client's shutdown from its own
+    thread, and the main thread, finding that cleanup already claimed, finalises while it runs."""
+    _register_exit_shutdown()
 
     def __call__(self):
         stock(self)
         owned = {id(self), id(getattr(self, "engine_manager", None))}
-        for thread in threading.enumerate():
-            if thread is threading.current_thread() or thread.name not in VLLM_CLIENT_THREADS:
-                continue
-            cells = getattr(getattr(thread, "_target", None), "__closure__", None) or ()
-            held = set()
-            for cell in cells:
-                with contextlib.suppress(ValueError):  # an empty cell
-                    held.add(id(cell.cell_contents))
-            if owned & held:
+        for thread in _vllm_client_threads():
+            if owned & {id(value) for value in _closure_values(thread)}:
                 thread.join(VLLM_THREAD_JOIN_SECONDS)
 
     return __call__
+
+
+def _vllm_client_threads() -> list[threading.Thread]:
+    """The running threads of vLLM engine clients (:data:`VLLM_CLIENT_THREADS`), but the calling one."""
+    current = threading.current_thread()
+    return [thread for thread in threading.enumerate() if thread.name in VLLM_CLIENT_THREADS and thread is not current]
+
+
+def _closure_values(thread: threading.Thread) -> list:
+    """The values a thread's target function closes over (empty cells and a target without a closure: none)."""
+    values = []
+    for cell in getattr(getattr(thread, "_target", None), "__closure__", None) or ():
+        with contextlib.suppress(ValueError):  # an empty cell
+            values.append(cell.cell_contents)
+    return values
+
+
+def _shut_down_vllm_clients() -> None:
+    """At exit, before vLLM's own finalizers: shut down, in this (the main) thread, every vLLM engine client
+    whose cleanup has not run (``MPClient.shutdown``, its public teardown: engine processes stopped, then the
+    cleanup that :func:`_joining_client_threads` completes), then wait for every client thread still running
+    (a monitor thread that took an engine's end for a crash may be running a shutdown of its own). A client
+    is found through its liveness monitor thread, which closes over a weak reference to it (vLLM 0.32's
+    ``MPClient.start_engine_core_monitor``)."""
+    for thread in _vllm_client_threads():
+        if thread.name != "MPClientEngineMonitor":
+            continue
+        for value in _closure_values(thread):
+            client = value() if isinstance(value, weakref.ref) else None
+            finalizer = getattr(client, "_finalizer", None)
+            if finalizer is not None and finalizer.alive:
+                client.shutdown()
+    for thread in _vllm_client_threads():
+        thread.join(VLLM_THREAD_JOIN_SECONDS)
+
+
+def _register_exit_shutdown() -> None:
+    """Register :func:`_shut_down_vllm_clients` with ``atexit`` (once per process) so that it runs before
+    every ``weakref.finalize`` at exit. ``atexit`` runs the last registered first, and ``weakref.finalize``
+    registers its exit function when the first finalizer of the process is made: making one here first
+    (of a throwaway object kept for the process's life) puts this registration after it whether or not vLLM
+    has made its clients yet."""
+    global _EXIT_SHUTDOWN_REGISTERED
+    if _EXIT_SHUTDOWN_REGISTERED:
+        return
+    weakref.finalize(_EXIT_ORDER_ANCHOR, lambda: None)
+    atexit.register(_shut_down_vllm_clients)
+    _EXIT_SHUTDOWN_REGISTERED = True
+
+
+class _ExitOrderAnchor:
+    """A weak-referenceable object that lives as long as this module (see :func:`_register_exit_shutdown`)."""
+
+
+_EXIT_ORDER_ANCHOR = _ExitOrderAnchor()
+_EXIT_SHUTDOWN_REGISTERED = False
 
 
 def _vllm_client_cleanup() -> list[tuple[object, str]]:
@@ -597,12 +655,16 @@ PATCHES: tuple[Patch, ...] = (
     Patch(
         name="vllm-engine-exit",
         purpose=(
-            "--model vllm (and any vllm.LLM in a process that applied the patches): at exit, or when the engine is "
-            "shut down, the engine client's output and liveness-monitor threads have ended before the interpreter "
-            "finalises, instead of racing it as daemon threads (an intermittent SIGABRT at exit, 'terminate called "
-            "without an active exception', after the results were written: docs/backends.md)"
+            "--model vllm (and any vllm.LLM in a process that applied the patches): at exit, each engine client is "
+            "shut down in the main thread before vLLM's finalizers stop its engine processes, and the client's output "
+            "and liveness-monitor threads have ended before the interpreter finalises, instead of racing it as daemon "
+            "threads (an intermittent SIGABRT at exit, 'terminate called without an active exception', after the "
+            "results were written: docs/backends.md)"
         ),
-        changes="vllm/v1/engine/core_client.py: BackgroundResources.__call__ (the client's cleanup, run at exit)",
+        changes=(
+            "vllm/v1/engine/core_client.py: BackgroundResources.__call__ (the client's cleanup, run at exit); and an "
+            "atexit function that runs before vLLM's weakref finalizers (registered when the patch is applied)"
+        ),
         when=(
             f"once vLLM's engine client is loaded (a vllm.LLM exists in this process), with vLLM {VLLM_VERSION} only "
             "(another: not applied, a warning, vLLM's own cleanup runs)"

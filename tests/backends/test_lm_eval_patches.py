@@ -401,6 +401,74 @@ def test_cpu_processes_take_rank_and_world_size_from_the_accelerator(cls_name):
     assert (single.rank, single.world_size) == (0, 1)
 
 
+#: A stand-in of vLLM 0.32's engine client at exit (vllm/v1/engine/core_client.py, vllm/v1/engine/utils.py):
+#: the client's finalizer is made first, its engine processes' second (so that one runs first at exit), and
+#: the liveness monitor shuts the client down from its own thread when the engine processes end while the
+#: client's finalizer is still alive. argv[1]: "patched" (apply the patches) or "stock". Prints, last, at
+#: exit, which steps ran in which thread.
+EXIT_ORDER_SCRIPT = """
+import atexit, json, sys, threading, types, weakref
+steps = []
+atexit.register(lambda: print(json.dumps(steps), flush=True))  # registered first: runs last
+
+class BackgroundResources:
+    def __call__(self):
+        steps.append(["cleanup", threading.current_thread().name])
+
+def stop_engine_processes(ended, monitor_done):
+    steps.append(["engine processes stopped", threading.current_thread().name])
+    ended.set()
+    monitor_done.wait(10)  # as vLLM's, this waits for the processes, long enough for the monitor to act
+
+class Client:
+    def __init__(self):
+        self.resources = BackgroundResources()
+        self._finalizer = weakref.finalize(self, self.resources)
+        ended, monitor_done = threading.Event(), threading.Event()
+        self._engine_finalizer = weakref.finalize(self, stop_engine_processes, ended, monitor_done)
+        self_ref = weakref.ref(self)
+
+        def monitor_engine_cores():
+            ended.wait()
+            client = self_ref()
+            if client is not None and client._finalizer.alive:
+                client.shutdown()
+            monitor_done.set()
+
+        threading.Thread(target=monitor_engine_cores, name="MPClientEngineMonitor", daemon=True).start()
+
+    def shutdown(self):
+        if self._finalizer.detach() is not None:
+            self._engine_finalizer()
+            self.resources()
+
+sys.modules["vllm"] = types.SimpleNamespace(__version__="0.32.0")
+sys.modules["vllm.v1.engine.core_client"] = types.SimpleNamespace(BackgroundResources=BackgroundResources)
+client = Client()
+if sys.argv[1] == "patched":
+    from pdd_tasks import lm_eval_patches
+    lm_eval_patches.apply()  # after the client was made, as in an lm_eval run
+"""
+
+
+def test_at_exit_the_engine_client_shuts_down_in_the_main_thread_first():
+    """vllm-engine-exit at exit, on a stand-in of vLLM 0.32's client: the client shuts down in the main
+    thread (its engine processes stopped, then its cleanup); with vLLM's own exit (stock) the engine
+    processes' finalizer runs first and the monitor thread runs the client's cleanup from its own thread,
+    the path that aborted (docs/backends.md, "An abort at exit"). On vLLM's real engine:
+    tests/backends/test_vllm_engine.py (exit_steps)."""
+
+    def steps(mode: str) -> list:
+        process = subprocess.run(
+            [sys.executable, "-c", EXIT_ORDER_SCRIPT, mode], capture_output=True, text=True, timeout=120, cwd=REPO
+        )
+        assert process.returncode == 0, process.stderr[-4000:]
+        return json.loads(process.stdout.strip().splitlines()[-1])
+
+    assert steps("patched") == [["engine processes stopped", "MainThread"], ["cleanup", "MainThread"]]
+    assert steps("stock") == [["engine processes stopped", "MainThread"], ["cleanup", "MPClientEngineMonitor"]]
+
+
 def test_architecture_doc_lists_every_patch():
     text = (REPO / "docs" / "architecture.md").read_text()
     section = text.split("## Changes to lm-eval's behaviour", 1)[1].split("\n## ", 1)[0]

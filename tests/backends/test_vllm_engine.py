@@ -39,6 +39,7 @@ from support.harness import (
     wikimia_rows,
 )
 from support.standard_tasks import STOCK_TASK
+from support.vllm import exit_steps
 
 from pdd_tasks.lm_eval_patches import VLLM_WORKER_EXTENSION
 from pdd_tasks.registry import DEFAULT_METHODS
@@ -464,6 +465,7 @@ def test_the_worker_computes_marked_requests_only(tiny_model):
     assert result["topk_listed"] in ([5], [5, 6], [6])  # x_i once more where it is not among the top 5
     # the exit of this process waits for the engine client's threads (docs/backends.md, "An abort at exit")
     assert "vllm-engine-exit" in result["applied"]
+    assert exit_steps(finished.stdout) == ["client shutdown", "engine processes stopped"], finished.stdout[-4000:]
 
 
 # -- the default top-k mode ---------------------------------------------------------------------------

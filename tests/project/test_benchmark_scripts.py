@@ -394,3 +394,6 @@ def test_vllm_exit_loop_counts_one_bare_run(tiny_model, tmp_path):
     assert "bare, load 0, parallel 1: 1 runs, " in process.stdout
     (run,) = json.loads(out.read_text())["runs"]  # whether this run died at exit is what the script counts
     assert run["results_written"] and run["engine_exit_patch"], run
+    # the exit the patch makes (docs/backends.md, "An abort at exit"), read from the run's log
+    assert run["exit_steps"] == ["client shutdown", "engine processes stopped"], run
+    assert "the monitor thread took over the exit in 0" in process.stdout

@@ -325,3 +325,19 @@ class StandInVLLM:
         """Stand-in for the stock method (not re-implemented): answers (0.0, False) per request."""
         self.__dict__.setdefault("stock_requests", []).extend(requests)
         return [(0.0, False)] * len(requests)
+
+
+#: vLLM 0.32's log lines (of the process that made the LLM) that say how its exit went.
+EXIT_STEPS = {
+    "[shutdown] MPClient: start": "client shutdown",
+    "[shutdown] Process manager: send sigterm": "engine processes stopped",
+    "[shutdown] MPClient: engine core exited unexpectedly": "monitor took over",
+}
+
+
+def exit_steps(log: str) -> list[str]:
+    """The exit steps of :data:`EXIT_STEPS` in ``log``, in order. With patch vllm-engine-exit the client
+    shuts down in the main thread first, which stops the engine processes; vLLM's own exit stops the
+    engine processes first (their finalizer is newer), and the monitor thread may take that for a crash
+    and shut the client down from its own thread while the interpreter finalises (the abort)."""
+    return [step for line in log.splitlines() for mark, step in EXIT_STEPS.items() if mark in line]
