@@ -205,6 +205,19 @@ def test_capture_overhead_times_both_paths():
     assert "| stock HF loglikelihood | " in process.stdout and "| pdd capture + scoring | " in process.stdout
 
 
+def test_cpu_efficiency_counts_the_work_and_times_its_parts(tmp_path):
+    out = tmp_path / "efficiency.json"
+    process = run_here("cpu_efficiency.py", *"--task pdd_wikimia_32 --texts 2 --batch-size 2 --json".split(), out)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "| model calls | " in process.stdout and "| peak: torch.mm square 2048 | " in process.stdout
+    result = json.loads(out.read_text())
+    # 2 texts and their lowercased copies, one batch of 2 each way; every real token is among the positions
+    assert (result["texts"], result["requests"], result["batches"]) == (2, 4, 2)
+    assert 0 < result["real tokens"] <= result["positions forwarded"]
+    assert 0.25 < result["gflop per position (matrix products)"] < 0.3  # SmolLM2-135M: 2 x 134.5M weights
+    assert set(result["seconds"]) == {"model calls", "rest of the answering", "scoring", "total"}
+
+
 def test_reference_loop_times_the_authors_loop_beside_the_pdd_path():
     process = run_here("reference_loop.py", *"--task pdd_wikimia_32 --texts 2 --repeats 1 --batch-size 2".split())
     assert process.returncode == 0, process.stderr[-3000:]
