@@ -40,6 +40,7 @@ from lm_eval.tasks import TaskManager
 from pdd_tasks.paths import tasks_path
 from pdd_tasks.tools.default_model import ensure_default_model
 
+
 #: Timings of each GEMM shape; the best is kept.
 GEMM_REPEATS = 5
 
