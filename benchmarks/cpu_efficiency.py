@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 import torch
-from _common import machine
+from _common import machine, pdd_and_stock_requests
 from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
@@ -121,8 +121,7 @@ def main() -> None:
     docs, requests = {}, []
     for name, task in tasks.items():
         docs[name] = list(task.test_docs())[: args.texts]
-        for doc_id, doc in enumerate(docs[name]):
-            requests += task.construct_requests(doc, "", metadata=(name, doc_id, 1))
+        requests += pdd_and_stock_requests(task, docs[name], name)[0]
     calls = CountedModelCalls(lm)
 
     began = time.perf_counter()
