@@ -6,7 +6,8 @@ distribution (Min-K%++ Eq. 3-4). Taking the
 log-softmax of a whole batch at once, as the stock backend does, holds a second ``[batch, length,
 vocab]`` float32 tensor beside the logits, and the statistics add several more of one text's size.
 Here the positions of one text are taken in chunks whose ``positions x vocab`` float32 temporaries
-stay under :data:`CHUNK_ELEMENTS`, so the logits themselves are the peak.
+stay under :data:`CHUNK_ELEMENTS` (:data:`CPU_CHUNK_ELEMENTS` on a CPU), so the logits themselves are
+the peak.
 """
 
 from __future__ import annotations
@@ -17,9 +18,14 @@ import torch
 import torch.nn.functional as F
 
 
-#: At most this many float32 values per temporary (2**24 values = 64 MiB): 110 positions of a
-#: 151,936-token vocabulary, 341 of a 49,152-token one.
+#: At most this many float32 values per temporary on a GPU (2**24 values = 64 MiB): 110 positions of
+#: a 151,936-token vocabulary, 341 of a 49,152-token one (fewer, larger kernels).
 CHUNK_ELEMENTS = 2**24
+
+#: On a CPU, 2**20 values (4 MiB, 21 positions of a 49,152-token vocabulary): the half-dozen passes
+#: over a chunk then find it in the cache, and glibc serves the temporaries from the heap instead of
+#: mapping (and faulting in) fresh pages for each (docs/performance.md, "The capture's statistics").
+CPU_CHUNK_ELEMENTS = 2**20
 
 
 @dataclass(frozen=True)
@@ -41,14 +47,15 @@ class PositionStats:
     is_greedy: bool
 
 
-def position_stats(logits: torch.Tensor, targets: torch.Tensor, chunk_elements: int = CHUNK_ELEMENTS) -> PositionStats:
+def position_stats(logits: torch.Tensor, targets: torch.Tensor, chunk_elements: int | None = None) -> PositionStats:
     """Log-probs of ``targets``, the largest log-prob, and the distribution's mean and standard deviation of log p.
 
     Args:
         logits: shape (n, V), the model's outputs at the positions that predict x_1..x_n (any
             float dtype; the log-softmax is taken in float32).
         targets: shape (n,), the token ids x_1..x_n.
-        chunk_elements: at most this many values (positions x V) per float32 temporary.
+        chunk_elements: at most this many values (positions x V) per float32 temporary (default:
+            :data:`CPU_CHUNK_ELEMENTS` for logits on a CPU, :data:`CHUNK_ELEMENTS` elsewhere).
 
     Returns:
         :class:`PositionStats`, equal (to float32 rounding) to the same computation on all
@@ -58,6 +65,8 @@ def position_stats(logits: torch.Tensor, targets: torch.Tensor, chunk_elements: 
         raise ValueError(
             f"expected logits (n, V) and targets (n,); got {tuple(logits.shape)} and {tuple(targets.shape)}"
         )
+    if chunk_elements is None:
+        chunk_elements = CPU_CHUNK_ELEMENTS if logits.device.type == "cpu" else CHUNK_ELEMENTS
     step = max(1, chunk_elements // max(1, logits.shape[1]))
     logprobs, mus, sigmas, tops = [], [], [], []
     greedy = True
@@ -65,8 +74,9 @@ def position_stats(logits: torch.Tensor, targets: torch.Tensor, chunk_elements: 
         block = F.log_softmax(logits[start : start + step], dim=-1, dtype=torch.float32)
         wanted = targets[start : start + step]
         logprobs.append(block.gather(-1, wanted.unsqueeze(-1)).squeeze(-1))
-        greedy = greedy and bool((block.argmax(-1) == wanted).all())
-        tops.append(block.amax(-1))
+        top, top_token = block.max(-1)  # one pass for both
+        greedy = greedy and bool((top_token == wanted).all())
+        tops.append(top)
         mu, sigma = mu_sigma(block, overwrite=True)  # block is not needed as log-probs any more
         mus.append(mu)
         sigmas.append(sigma)

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pdd_tasks.backends.token_stats import position_stats
+from pdd_tasks.backends.token_stats import CPU_CHUNK_ELEMENTS, position_stats
 
 
 def unchunked(logits, targets):
@@ -31,6 +31,19 @@ def test_chunks_give_the_unchunked_values(dtype, chunk_elements):
         assert got.dtype == torch.float32 and got.shape == (37,)
         torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
     assert stats.is_greedy == greedy is False
+
+
+def test_the_default_chunks_on_a_cpu_give_the_unchunked_values():
+    """A 49,152-token vocabulary (the default model's) is taken 21 positions at a time on a CPU."""
+    generator = torch.Generator().manual_seed(1)
+    logits = (torch.randn(45, 49_152, generator=generator) * 4).to(torch.bfloat16)
+    targets = torch.randint(0, 49_152, (45,), generator=generator)
+    assert 1 < 45 * 49_152 // CPU_CHUNK_ELEMENTS < 45  # several chunks, each of several positions
+    stats = position_stats(logits, targets)
+    token, mu, sigma, top1, greedy = unchunked(logits, targets)
+    for got, want in ((stats.logprobs, token), (stats.mu, mu), (stats.sigma, sigma), (stats.top1, top1)):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
+    assert stats.is_greedy == greedy
 
 
 def test_greedy_text_and_shape_errors():

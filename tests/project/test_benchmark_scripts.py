@@ -218,6 +218,18 @@ def test_cpu_efficiency_counts_the_work_and_times_its_parts(tmp_path):
     assert set(result["seconds"]) == {"model calls", "rest of the answering", "scoring", "total"}
 
 
+def test_capture_chunks_times_each_chunk_size_and_compares_the_values(tmp_path):
+    out = tmp_path / "chunks.json"
+    args = "--task pdd_wikimia_32 --texts 2 --batch-size 2 --rounds 1 --chunk-elements 1048576 49152 --json"
+    process = run_here("capture_chunks.py", *args.split(), out)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "\n| 1,048,576 | 4 | " in process.stdout and "\n| 49,152 | 0.1875 | " in process.stdout
+    result = json.loads(out.read_text())
+    assert result["requests"] == 4 and set(result["seconds (every round)"]) == {"1048576", "49152"}
+    # one position a chunk against 21: the same values to float32 rounding
+    assert max(result["largest difference from the first setting"]["49152"].values()) < 1e-4
+
+
 def test_reference_loop_times_the_authors_loop_beside_the_pdd_path():
     process = run_here("reference_loop.py", *"--task pdd_wikimia_32 --texts 2 --repeats 1 --batch-size 2".split())
     assert process.returncode == 0, process.stderr[-3000:]
