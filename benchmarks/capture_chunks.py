@@ -99,7 +99,9 @@ def main() -> None:
         "largest difference from the first setting": {str(chunk): d for chunk, d in differences.items()},
     }
     print(result["machine"])
-    print(f"{args.task}: {len(requests)} requests, {args.dtype}, batch {args.batch_size}, median of {args.rounds} rounds\n")
+    print(
+        f"{args.task}: {len(requests)} requests, {args.dtype}, batch {args.batch_size}, median of {args.rounds} rounds\n"
+    )
     print("| chunk (values) | MiB a temporary | model calls, s | rest of the answering, s | largest difference |")
     print("|---|---|---|---|---|")
     for chunk, parts in seconds.items():

@@ -4,16 +4,19 @@ An ARC-shaped local task of ``--examples`` four-choice questions (lm-eval's stoc
 pointed at a local file; each question a cloze of a WikiMIA text shipped with the package, its blank
 among 3 words of other texts): the requests lm-eval builds for the eval itself (one per choice), and
 those ``pdd_contamination`` builds for CoDeC and for the exchangeability test at each ``--settings``
-(``shards x permutations``; the defaults 50 x 250 first), counted as requests and as tokens of the
+(``shards x permutations``; the defaults 50 x 250 first), counted as requests, as tokens of the
 default model's tokenizer (context and continuation of each request, one start token where the
-tokenizer adds one): on a CPU or GPU forward pass a token of a short sequence costs about the same as
-any other, so the token ratio is the cost ratio. No model is run.
+tokenizer adds one) and as tokens forwarded: the stock HF backend forwards requests that differ only
+in a one-token continuation once (lm-eval's logits cache: a question with one-token choices is one
+pass, not four), the pdd capture every request. On a CPU or GPU forward pass a token of a short
+sequence costs about the same as any other, so the ratio of tokens forwarded is the cost ratio. No
+model is run.
 
 ``--time N`` then runs the model too, with the real ``lm_eval`` command (HF, float32, batch size 8,
 on ``--device``): the eval alone (``--tasks arc_easy_cost``), then the check alone (``--tasks
 pdd_contamination``, the eval as its source task, CoDeC at its defaults, the exchangeability test at
 the first ``--settings``), N times each in turn; the median wall time of each, model load included,
-and their ratio beside the tokens'.
+and their ratio beside that of the tokens forwarded.
 
     python benchmarks/contamination_cost.py --examples 1000 --settings 50x250 50x20 50x10 50x4 20x4
     python benchmarks/contamination_cost.py --examples 200 --settings 50x1 --time 2
@@ -77,13 +80,25 @@ def task_folder(folder: Path, examples: int) -> Path:
     return folder
 
 
-def request_tokens(instances, tokenizer) -> tuple[int, int]:
-    """(requests, tokens) of lm-eval request ``instances``: each request's context and continuation, and
-    the start token where the tokenizer adds one."""
+def request_tokens(instances, tokenizer, logits_cache: bool = False) -> tuple[int, int, int]:
+    """(requests, tokens, tokens forwarded) of lm-eval request ``instances``: each request's context and
+    continuation, and the start token where the tokenizer adds one. With ``logits_cache`` (the stock HF
+    backend's default, ``HFLM(logits_cache=True)``) requests whose context and continuation but its last
+    token are the same share one forward pass (lm-eval groups them by ``context + continuation[:-1]``:
+    a multiple-choice question with one-token choices is forwarded once), which forwards the longest of
+    each group; without it (the pdd capture, whose requests here share no prefix) every request is."""
     start = len(tokenizer("x").input_ids) - len(tokenizer("x", add_special_tokens=False).input_ids)
-    pairs = [instance.args for instance in instances]
-    tokens = sum(len(tokenizer(context + continuation, add_special_tokens=False).input_ids) + start for context, continuation in pairs)  # fmt: skip
-    return len(pairs), tokens
+    groups: dict[tuple[int, ...], int] = {}
+    tokens = 0
+    for index, instance in enumerate(instances):
+        context, continuation = instance.args
+        context_ids = tokenizer(context, add_special_tokens=False).input_ids
+        continuation_ids = tokenizer(continuation, add_special_tokens=False).input_ids
+        length = len(context_ids) + len(continuation_ids) + start
+        tokens += length
+        key = tuple(context_ids + continuation_ids[:-1]) if logits_cache else (index,)
+        groups[key] = max(groups.get(key, 0), length)
+    return len(instances), tokens, sum(groups.values())
 
 
 def contamination_task(metadata: dict):
@@ -120,7 +135,9 @@ def main() -> int:
         folder = task_folder(Path(tmp), args.examples)
         eval_task = get_task_dict(["arc_easy_cost"], TaskManager(include_path=str(folder)))["arc_easy_cost"]
         eval_task.build_all_requests(limit=None, rank=0, world_size=1)
-        rows = [("the eval itself (arc_easy, 0-shot)", *request_tokens(eval_task.instances, tokenizer))]
+        rows = [
+            ("the eval itself (arc_easy, 0-shot)", *request_tokens(eval_task.instances, tokenizer, logits_cache=True))
+        ]
         for setting in args.settings:
             shards, permutations = (int(x) for x in setting.split("x"))
             metadata = {
@@ -148,18 +165,18 @@ def main() -> int:
             check_run = lm_eval_run(args.model, "pdd_contamination", out / "check", metadata=check_metadata, device=args.device)  # fmt: skip
             seconds["eval"].append(eval_run[0])
             seconds["check"].append(check_run[0])
-    eval_tokens = rows[0][2]
-    check_tokens = rows[1][2] + rows[2][2]  # CoDeC and the exchangeability test at the first setting
+    eval_forwarded = rows[0][3]
+    check_forwarded = rows[1][3] + rows[2][3]  # CoDeC and the exchangeability test at the first setting
     print(f"ARC-shaped task of {args.examples} examples; tokens of {Path(args.model).name}'s tokenizer; {machine()}\n")
-    print("| requests of | requests | tokens | tokens / the eval's |\n|---|---|---|---|")
-    for label, requests, tokens in rows:
-        print(f"| {label} | {requests:,} | {tokens:,} | {tokens / eval_tokens:.2f} |")
+    print("| requests of | requests | tokens | tokens forwarded | forwarded / the eval's |\n|---|---|---|---|---|")
+    for label, requests, tokens, forwarded in rows:
+        print(f"| {label} | {requests:,} | {tokens:,} | {forwarded:,} | {forwarded / eval_forwarded:.2f} |")
     if args.time:
         eval_time, check_time = statistics.median(seconds["eval"]), statistics.median(seconds["check"])
         print(
             f"\nWall time, real lm_eval (HF, {args.device}, float32, batch 8, model load included), median of {args.time}:"
             f" the eval {eval_time:.0f} s, the check ({args.settings[0]}) {check_time:.0f} s: {check_time / eval_time:.2f}"
-            f" times the eval (tokens: {check_tokens / eval_tokens:.2f})"
+            f" times the eval (tokens forwarded: {check_forwarded / eval_forwarded:.2f})"
         )
     return 0
 

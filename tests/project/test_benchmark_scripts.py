@@ -154,6 +154,14 @@ def test_contamination_cost_counts_the_check_beside_the_eval():
     assert process.returncode == 0, process.stderr[-3000:]
     assert "| the eval itself (arc_easy, 0-shot) | 160 | " in process.stdout
     assert "| exchangeability 4 x 1 | 8 | " in process.stdout and "| exchangeability 2 x 3 | 8 | " in process.stdout
+    rows = {
+        line.split(" | ")[0]: line.split(" | ")[1:] for line in process.stdout.splitlines() if line.startswith("| ")
+    }
+    eval_tokens, eval_forwarded = (int(x.replace(",", "")) for x in rows["| the eval itself (arc_easy, 0-shot)"][1:3])
+    # lm-eval forwards a question with one-token choices once; the check forwards every request
+    assert 0 < eval_forwarded < eval_tokens
+    shard_tokens, shard_forwarded = rows["| exchangeability 4 x 1"][1:3]
+    assert shard_tokens == shard_forwarded
 
 
 def test_contamination_cost_times_the_eval_and_the_check():
