@@ -22,7 +22,7 @@ import torch.nn.functional as F
 #: a 151,936-token vocabulary, 341 of a 49,152-token one (fewer, larger kernels).
 CHUNK_ELEMENTS = 2**24
 
-#: On a CPU, 2**20 values (4 MiB, 21 positions of a 49,152-token vocabulary): the half-dozen passes
+#: On a CPU, 2**20 values (4 MiB, 21 positions of a 49,152-token vocabulary): the ten or so passes
 #: over a chunk then find it in the cache, and glibc serves the temporaries from the heap instead of
 #: mapping (and faulting in) fresh pages for each (docs/performance.md, "The capture's statistics").
 CPU_CHUNK_ELEMENTS = 2**20
