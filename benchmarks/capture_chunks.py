@@ -24,14 +24,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import machine, pdd_and_stock_requests
-from cpu_efficiency import CountedModelCalls
-from lm_eval.models.huggingface import HFLM
-from lm_eval.tasks import TaskManager
+from _common import machine
+from cpu_efficiency import CountedModelCalls, demo_scoring
 
 from pdd_tasks.backends import token_stats
-from pdd_tasks.paths import tasks_path
-from pdd_tasks.tools.default_model import ensure_default_model
 
 
 FIELDS = ("logprobs", "mu", "sigma", "top1")
@@ -47,8 +43,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    if args.rounds < 1 or min(args.chunk_elements) < 1:
-        parser.error("--rounds and every --chunk-elements must be at least 1")
+    if args.rounds < 1 or min(args.chunk_elements) < 1 or (args.texts is not None and args.texts < 1):
+        parser.error("--rounds, --texts and every --chunk-elements must be at least 1")
     return args
 
 
@@ -65,13 +61,7 @@ def largest_differences(answers, reference) -> dict[str, float]:
 
 def main() -> None:
     args = parse_args()
-    lm = HFLM(pretrained=str(ensure_default_model()), device="cpu", batch_size=args.batch_size, dtype=args.dtype)
-    tasks = TaskManager(include_path=tasks_path()).load(args.task)["tasks"]
-    if not tasks:
-        raise SystemExit(f"{args.task}: no task of that name (lm-eval-pdd tasks lists them)")
-    requests = []
-    for name, task in tasks.items():
-        requests += pdd_and_stock_requests(task, list(task.test_docs())[: args.texts], name)[0]
+    lm, _, _, requests = demo_scoring(args.task, args.texts, args.dtype, args.batch_size)
     calls = CountedModelCalls(lm)
 
     seconds = {chunk: {"model calls": [], "rest of the answering": []} for chunk in args.chunk_elements}

@@ -111,17 +111,25 @@ class CountedModelCalls:
         return out
 
 
+def demo_scoring(task: str, texts: int | None, dtype: str, batch_size: int):
+    """The default model as ``HFLM`` (CPU, ``dtype``, ``batch_size``) and the per-token requests of the
+    first ``texts`` texts (default all) of every task of ``task``, as ``lm_eval --tasks <task>`` builds
+    them: ``(lm, tasks, docs per task, requests)``."""
+    lm = HFLM(pretrained=str(ensure_default_model()), device="cpu", batch_size=batch_size, dtype=dtype)
+    tasks = TaskManager(include_path=tasks_path()).load(task)["tasks"]
+    if not tasks:
+        raise SystemExit(f"{task}: no task of that name (lm-eval-pdd tasks lists them)")
+    docs, requests = {}, []
+    for name, each in tasks.items():
+        docs[name] = list(each.test_docs())[:texts]
+        requests += pdd_and_stock_requests(each, docs[name], name)[0]
+    return lm, tasks, docs, requests
+
+
 def main() -> None:
     args = parse_args()
     dtype = getattr(torch, args.dtype)
-    lm = HFLM(pretrained=str(ensure_default_model()), device="cpu", batch_size=args.batch_size, dtype=args.dtype)
-    tasks = TaskManager(include_path=tasks_path()).load(args.task)["tasks"]
-    if not tasks:
-        raise SystemExit(f"{args.task}: no task of that name (lm-eval-pdd tasks lists them)")
-    docs, requests = {}, []
-    for name, task in tasks.items():
-        docs[name] = list(task.test_docs())[: args.texts]
-        requests += pdd_and_stock_requests(task, docs[name], name)[0]
+    lm, tasks, docs, requests = demo_scoring(args.task, args.texts, args.dtype, args.batch_size)
     calls = CountedModelCalls(lm)
 
     began = time.perf_counter()

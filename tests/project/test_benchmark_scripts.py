@@ -238,6 +238,13 @@ def test_capture_chunks_times_each_chunk_size_and_compares_the_values(tmp_path):
     assert max(result["largest difference from the first setting"]["49152"].values()) < 1e-4
 
 
+@pytest.mark.parametrize("bad", ["--rounds 0", "--texts 0", "--chunk-elements 1048576 0"])
+def test_capture_chunks_refuses_a_setting_below_one(bad):
+    process = run_here("capture_chunks.py", *bad.split())
+    assert process.returncode == 2
+    assert "--rounds, --texts and every --chunk-elements must be at least 1" in process.stderr
+
+
 def test_reference_loop_times_the_authors_loop_beside_the_pdd_path():
     process = run_here("reference_loop.py", *"--task pdd_wikimia_32 --texts 2 --repeats 1 --batch-size 2".split())
     assert process.returncode == 0, process.stderr[-3000:]
