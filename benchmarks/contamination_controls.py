@@ -11,6 +11,9 @@ the stock ``arc_easy`` / ``gsm8k`` prompts render an example with its answer
   word among 3 words of other sentences. Free answer (:func:`capitals_rows`, GSM8K-shaped): ``How many
   words of "<sentence>" begin with a capital letter?``, answered by listing them, ``#### <count>``.
   Only the question's frame is templated; the sentences and so most of each row differ;
+- ``--rows pile``: the same rows from the first ``--words`` words of the Pile test sample's prose
+  documents (``--pile``; web pages, Common Crawl, PubMed and NIH abstracts: :data:`PILE_PROSE`, about
+  4,000 texts), for files of more examples than WikiMIA-24's 779 texts allow (1,000, CoDeC's default);
 - ``--rows templated``: the generators of ``tests/support/standard_tasks.py`` (rows that differ only in
   names and numbers; there one in-context example makes every row more likely, seen or not, and CoDeC
   scores 0).
@@ -147,6 +150,7 @@ def cloze_rows(texts: list[str], n: int, seed: int) -> list[dict]:
         rows.append(
             {
                 "id": f"cloze-{seed}-{index}",
+                "source": text,
                 "question": f'Which word fills the blank in "{" ".join(words)}"?',
                 "choices": {"text": options, "label": labels},
                 "answerKey": labels[options.index(answer)],
@@ -165,6 +169,7 @@ def capitals_rows(texts: list[str], n: int, seed: int) -> list[dict]:
         capitals = [w for w in (w.strip(_PUNCTUATION) for w in text.split()) if w[:1].isupper()]
         rows.append(
             {
+                "source": text,
                 "question": f'How many words of "{text}" begin with a capital letter?',
                 "answer": f"{', '.join(capitals)}: {len(capitals)} words.\n#### {len(capitals)}",
             }
@@ -172,11 +177,37 @@ def capitals_rows(texts: list[str], n: int, seed: int) -> list[dict]:
     return rows
 
 
+#: The Pile test sample's domains of running prose (``--rows pile``), 1,000 documents each.
+PILE_PROSE = ("openwebtext2", "pile_cc", "pubmed_abstracts", "nih_exporter")
+
+
+def pile_sentences(path: Path, words: int) -> list[str]:
+    """The first ``words`` words of each document of :data:`PILE_PROSE` in the Pile test sample
+    (``path``) that has at least that many, each once, in the file's order."""
+    if not path.is_file():
+        raise SystemExit(f"{path}: not found; --pile names ../shared/data/pile-test-sample's file (its PROVENANCE.md).")
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        documents = [json.loads(line) for line in handle]
+    cut = [" ".join(d["text"].split()[:words]) for d in documents if d["domain"] in PILE_PROSE]
+    return list(dict.fromkeys(text for text in cut if len(text.split()) == words))
+
+
+def rows_label(args) -> str:
+    """What the rows were built from, for the JSON's settings."""
+    if args.rows == "templated":
+        return "templated"
+    source = "the Pile test sample's prose" if args.rows == "pile" else "WikiMIA-24's non-members"
+    return f"sentences ({source}), first {args.words} words"
+
+
 def row_makers(args) -> dict:
     """shape -> ``make(n, seed)``: the rows of a file (``--rows``: real sentences or the templated ones)."""
     if args.rows == "templated":
         return {shape: SHAPES[shape][1] for shape in SHAPES}
-    texts = [" ".join(text.split()[: args.words]) for text in unseen_texts(args.sentences)]
+    if args.rows == "pile":
+        texts = pile_sentences(args.pile, args.words)
+    else:
+        texts = [" ".join(text.split()[: args.words]) for text in unseen_texts(args.sentences)]
     return {
         "multiple_choice": lambda n, seed: cloze_rows(texts, n, seed),
         "free_answer": lambda n, seed: capitals_rows(texts, n, seed),
@@ -202,15 +233,21 @@ def render(shape: str, row: dict) -> str:
     return f"Question: {row['question']}\nAnswer: {row['answer']}"
 
 
-def texts_of(shape: str, make, n: int, seed: int, exclude: set[str] = frozenset()) -> list[str]:
-    """``n`` distinct rendered examples of ``shape`` (rows of ``make(n, seed)``), none in ``exclude``."""
-    out: list[str] = []
-    for text in (render(shape, row) for row in make(4 * n, seed)):
-        if text not in exclude and text not in out:
-            out.append(text)
+def texts_of(shape: str, make, n: int, seed: int, exclude: set[str] = frozenset()) -> dict[str, str]:
+    """``n`` rendered examples of ``shape`` (rows of ``make(n, seed)``), by the sentence each was built
+    from (its ``source``; a templated row's key is its rendered text), no sentence twice and none in
+    ``exclude``: an unseen file never holds a sentence of the file tuned on, not even blanked elsewhere
+    or with other choices (before 28 November only the rendered texts were kept apart, so an
+    ARC-shaped unseen file of 48 rows held 1-4 sentences of the tuned file's, with another blank)."""
+    out: dict[str, str] = {}
+    for row in make(4 * n, seed):
+        text = render(shape, row)
+        key = row.get("source", text)
+        if key not in exclude and key not in out:
+            out[key] = text
     if len(out) < n:
         raise SystemExit(f"{shape}, seed {seed}: only {len(out)} distinct examples")
-    return out[:n]
+    return dict(list(out.items())[:n])
 
 
 def write_texts(path: Path, texts: list[str], labels: list[int] | None = None) -> Path:
@@ -343,7 +380,7 @@ def summary(shape_results: dict, args, seconds: float, load: list) -> dict:
                 "shards": args.shards,
                 "permutations": args.permutations,
                 "ptdi": not args.no_ptdi,
-                "rows": args.rows if args.rows == "templated" else f"sentences, first {args.words} words",
+                "rows": rows_label(args),
                 "training": f"AdamW lr {args.learning_rate:g}, {args.train_batch} block(s) of 8 examples a step",
             },
             "level": {
@@ -371,7 +408,7 @@ def summary(shape_results: dict, args, seconds: float, load: list) -> dict:
     return {
         "what": "level and power of pdd_contamination's verdict rule on benchmark-shaped files (issue 20, item 4)",
         "command": command_line(),
-        "model": "SmolLM2-135M-Instruct (the default model), float32, CPU",
+        "model": model_label(args),
         "sizes": {
             "examples": args.examples,
             "held_out": args.held_out,
@@ -495,14 +532,15 @@ def exposure_controls(harness: Harness, base, shape: str, make, args) -> dict:
     for tuning_seed in range(args.tuning_seeds):
         work = args.workdir / f"{shape}-{args.exposure}-s{tuning_seed}"
         members = texts_of(shape, make, args.examples, SHAPES[shape][2] + 10 * tuning_seed)
-        data = write_texts(work / "file.jsonl", members)
+        data = write_texts(work / "file.jsonl", list(members.values()))
         seen = set(members)
         unseen_files = []
         for index in range(args.unseen_files):
             rows = texts_of(shape, make, args.examples, 3000 + 100 * tuning_seed + index, exclude=seen)
             seen |= set(rows)
-            unseen_files.append(write_texts(work / f"unseen-{index}.jsonl", rows))
-        run = {"tuning_seed": tuning_seed, "untuned": dataset_tests(harness, base, data, args), "tuned": {}}
+            unseen_files.append(write_texts(work / f"unseen-{index}.jsonl", list(rows.values())))
+        tests = {"codec": "codec" in args.tests, "exchangeability": "exchangeability" in args.tests}
+        run = {"tuning_seed": tuning_seed, "untuned": dataset_tests(harness, base, data, args, **tests), "tuned": {}}
         print(shape, args.exposure, tuning_seed, "untuned", run["untuned"], file=sys.stderr, flush=True)
         previous, tuned_from, steps = 0, base, 0
         for epochs in sorted(args.epochs):
@@ -512,8 +550,8 @@ def exposure_controls(harness: Harness, base, shape: str, make, args) -> dict:
             previous, tuned_from = epochs, model
             training = json.loads((directory / "manifest.json").read_text())["training"]
             steps += training["steps"]
-            tested = dataset_tests(harness, model, data, args)
-            tested["unseen"] = [dataset_tests(harness, model, file, args) for file in unseen_files]
+            tested = dataset_tests(harness, model, data, args, **tests)
+            tested["unseen"] = [dataset_tests(harness, model, file, args, **tests) for file in unseen_files]
             tested["training"] = training | {"steps_in_all": steps}
             run["tuned"][str(epochs)] = tested
             print(shape, args.exposure, tuning_seed, "tuned", epochs, tested, file=sys.stderr, flush=True)
@@ -563,18 +601,19 @@ def exposure_summary(found: dict, args, seconds: float, load: list) -> dict:
     return {
         "what": "the contamination tests on benchmark-shaped files seen as one exposure (issue 33)",
         "command": " ".join(["python", "benchmarks/contamination_controls.py", *_without_workdir(sys.argv[1:])]),
-        "model": "SmolLM2-135M-Instruct (the default model), float32, CPU",
+        "model": model_label(args),
         "sizes": {
             "examples": args.examples,
             "tuning_seeds": args.tuning_seeds,
             "unseen_files": args.unseen_files,
+            "tests": args.tests,
             "epochs": args.epochs,
             "shards": args.shards,
             "permutations": args.permutations,
             "train_batch": args.train_batch,
             "learning_rate": args.learning_rate,
             "alpha": ALPHA,
-            "rows": args.rows if args.rows == "templated" else f"sentences, first {args.words} words",
+            "rows": rows_label(args),
         },
         "machine": machine(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}"),
         "load_average": load,
@@ -583,15 +622,23 @@ def exposure_summary(found: dict, args, seconds: float, load: list) -> dict:
     }
 
 
+def model_label(args) -> str:
+    """The base model, for the JSON: ``--model`` or the default model."""
+    name = f"{args.model} (--model)" if args.model else "SmolLM2-135M-Instruct (the default model)"
+    return f"{name}, float32, CPU"
+
+
 def _cells(results: list[dict]) -> dict:
     """Each test's scores and p-values on ``results``' files, and how many each rejects alone: CoDeC
     against 1/2 (``codec_rejects``) and against the verdict's calibrated null
     (``codec_calibrated_rejects``, :data:`pdd_metrics.verdict.CODEC_NULL_SCORE`), and the verdicts
-    of one-file tables (:func:`pdd_metrics.verdict.decide`)."""
+    of one-file tables (:func:`pdd_metrics.verdict.decide`; of CoDeC alone where the exchangeability
+    test was not run, ``--tests codec``: its p-values are then None)."""
     drops = [(round(r["codec_score"] * r["codec_examples"]), r["codec_examples"]) for r in results]
     calibrated = [codec_calibrated_pvalue(*d) for d in drops]
+    ran_exchangeability = all("exchangeability_pvalue" in r for r in results)
     verdicts = [
-        decide({"codec": d, "exchangeability": r["exchangeability_pvalue"]}).verdict
+        decide({"codec": d} | ({"exchangeability": r["exchangeability_pvalue"]} if ran_exchangeability else {})).verdict
         for d, r in zip(drops, results, strict=True)
     ]
     return {
@@ -603,8 +650,10 @@ def _cells(results: list[dict]) -> dict:
         "codec_calibrated_pvalues": [float(f"{p:.3g}") for p in calibrated],
         "codec_calibrated_rejects": sum(p <= ALPHA for p in calibrated) / len(results) if results else None,
         "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
-        "exchangeability_pvalues": [float(f"{r['exchangeability_pvalue']:.3g}") for r in results],
-        "exchangeability_rejects": _rate(results, "exchangeability_pvalue"),
+        "exchangeability_pvalues": [float(f"{r['exchangeability_pvalue']:.3g}") for r in results]
+        if ran_exchangeability
+        else None,
+        "exchangeability_rejects": _rate(results, "exchangeability_pvalue") if ran_exchangeability else None,
     }
 
 
@@ -619,12 +668,17 @@ def exposure_markdown(summary_: dict) -> str:
 
     def row(label, model, data, cells):
         n = cells["files"]
+        if cells["exchangeability_pvalues"] is None:  # --tests codec
+            exchangeability = "not run | not run"
+        else:
+            exchangeability = (
+                f"{', '.join(f'{v:.2g}' for v in cells['exchangeability_pvalues'])} | "
+                f"{round(cells['exchangeability_rejects'] * n)}/{n}"
+            )
         return (
             f"| {label} | {model} | {data} | {', '.join(f'{v:.3f}' for v in cells['codec_scores'])} | "
             f"{round(cells['codec_rejects'] * n)}/{n}, {round(cells['codec_calibrated_rejects'] * n)}/{n} | "
-            f"{', '.join(f'{v:.2g}' for v in cells['exchangeability_pvalues'])} | "
-            f"{round(cells['exchangeability_rejects'] * n)}/{n} | "
-            f"{', '.join(f'{k} {v}' for k, v in cells['verdicts'].items())} |"
+            f"{exchangeability} | {', '.join(f'{k} {v}' for k, v in cells['verdicts'].items())} |"
         )
 
     for found in summary_["shapes"].values():
@@ -723,9 +777,10 @@ def main() -> int:
     parser.add_argument("--target-fdr", type=float, default=0.1)
     parser.add_argument("--batch-size", type=int, default=8, help="scoring batch")
     parser.add_argument(
-        "--rows", choices=["sentences", "templated"], default="sentences",
-        help="benchmark rows built from real sentences (WikiMIA-24's non-members; default) or the templated "
-        "generators of tests/support/standard_tasks.py",
+        "--rows", choices=["sentences", "pile", "templated"], default="sentences",
+        help="benchmark rows built from real sentences (WikiMIA-24's non-members; default), from the Pile test "
+        "sample's prose (--pile; for files of more than ~700 rows) or the templated generators of "
+        "tests/support/standard_tasks.py",
     )  # fmt: skip
     parser.add_argument("--sentences", type=Path, default=SHARED_DATA / "WikiMIA-24", help="WikiMIA-24's folder")
     parser.add_argument("--words", type=int, default=32, help="each sentence text cut to its first N words")
@@ -740,6 +795,10 @@ def main() -> int:
     parser.add_argument(
         "--exposure", choices=["ordered", "shuffled", "examples"], default=None,
         help="the exposure controls (issue 33): tune on each seed's file as this exposure, test it and unseen files",
+    )  # fmt: skip
+    parser.add_argument(
+        "--tests", nargs="+", choices=["codec", "exchangeability"], default=["codec", "exchangeability"],
+        help="exposure controls: the tests run on each file (default both; codec alone for large files)",
     )  # fmt: skip
     parser.add_argument("--tuning-seeds", type=int, default=3, help="exposure controls: files and tunings per shape")
     parser.add_argument("--unseen-files", type=int, default=1, help="exposure controls: unseen files per tuning")
@@ -804,8 +863,9 @@ def main() -> int:
     for shape in args.shapes:
         work = args.workdir / shape
         seed, make = SHAPES[shape][2], makers[shape]
-        members = texts_of(shape, make, args.examples, seed)
-        held_out = texts_of(shape, make, args.held_out, seed + 1000, exclude=set(members))
+        members_by_source = texts_of(shape, make, args.examples, seed)
+        members = list(members_by_source.values())
+        held_out = list(texts_of(shape, make, args.held_out, seed + 1000, exclude=set(members_by_source)).values())
         data = write_texts(work / "file.jsonl", members)
         results = found[shape] = {"level": [], "tuned": {}}
         if not args.no_ptdi:
@@ -830,7 +890,7 @@ def main() -> int:
             write(found, args, began, load)
         # then the untouched files (power first: the measurement a short run must not lose)
         for level_seed in range(args.level_seeds):
-            rows = texts_of(shape, make, args.examples, 500 + level_seed)
+            rows = list(texts_of(shape, make, args.examples, 500 + level_seed).values())
             file = write_texts(work / f"level-{level_seed}.jsonl", rows)
             results["level"].append(dataset_tests(harness, base, file, args))
             print(shape, "untuned", level_seed, results["level"][-1], file=sys.stderr, flush=True)

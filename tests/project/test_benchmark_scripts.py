@@ -390,6 +390,38 @@ def test_contamination_controls_tunes_and_tests_one_shape(tiny_model, tmp_path):
     assert shape["level"]["files"] == 1 and set(shape["power"]) == {"1"}
 
 
+def test_contamination_controls_unseen_files_share_no_sentence_with_the_file():
+    """An ARC-shaped row blanks one word of a sentence; an unseen file must not hold a sentence of the
+    file tuned on with another word blanked (before 28 November 1-4 of 48 rows did)."""
+    controls = runpy.run_path(str(BENCHMARKS / "contamination_controls.py"))
+    words = "alpha bravo charlie delta echoes foxtrot golfer hotel india juliet kilos limas".split()
+    sentences = [
+        f"Sentence {i} names {words[i % 12]} and {words[(i * 5) % 12]} beside {words[(i * 7) % 12]}" for i in range(40)
+    ]
+    make = lambda n, seed: controls["cloze_rows"](sentences, n, seed)  # noqa: E731
+    file = controls["texts_of"]("multiple_choice", make, 10, 101)
+    unseen = controls["texts_of"]("multiple_choice", make, 10, 3000, exclude=set(file))
+    assert len(file) == len(unseen) == 10 and set(file).isdisjoint(unseen)
+    assert set(file) | set(unseen) <= set(sentences)
+    for source, text in unseen.items():  # each row is its own sentence with one word blanked
+        question, answer = text.split("\nAnswer: ")
+        assert question.split('"')[1].replace("____", answer) == source
+
+
+def test_contamination_controls_exposure_with_codec_alone(tiny_model, tmp_path):
+    out = tmp_path / "exposure.json"
+    args = ["--model", tiny_model, "--workdir", tmp_path / "work", "--shapes", "multiple_choice", "--rows", "templated"]
+    sizes = "--exposure examples --examples 8 --epochs 1 --tuning-seeds 1 --train-batch 4 --tests codec".split()
+    process = run_here("contamination_controls.py", *args, *sizes, "--json", out)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "| arc_easy-shaped (8), examples | untuned | untouched files | " in process.stdout
+    assert "| not run | not run | " in process.stdout
+    summary = json.loads(out.read_text())["summary"]
+    assert summary["sizes"]["tests"] == ["codec"] and summary["model"].startswith(f"{tiny_model} (--model)")
+    cells = summary["shapes"]["multiple_choice"]["tuned"]["1"]["unseen"]
+    assert cells["files"] == 1 and cells["exchangeability_pvalues"] is None and len(cells["codec_scores"]) == 1
+
+
 # ------------------------------------------------------------------ vLLM (its environment, .venv-vllm)
 
 
