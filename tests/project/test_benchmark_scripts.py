@@ -422,6 +422,15 @@ def test_contamination_controls_exposure_with_codec_alone(tiny_model, tmp_path):
     assert cells["files"] == 1 and cells["exchangeability_pvalues"] is None and len(cells["codec_scores"]) == 1
 
 
+def test_gemma_model_refuses_a_folder_with_files_and_a_missing_gguf(tmp_path):
+    (tmp_path / "kept.txt").write_text("a user's file")
+    process = run_here("gemma_model.py", "--output", tmp_path, "--gguf", tmp_path / "kept.txt")
+    assert process.returncode != 0 and "is not empty; choose another folder or add --force" in process.stderr
+    assert (tmp_path / "kept.txt").read_text() == "a user's file"
+    process = run_here("gemma_model.py", "--output", tmp_path / "new", "--gguf", tmp_path / "absent.gguf")
+    assert process.returncode != 0 and "absent.gguf: no such file." in process.stderr
+
+
 # ------------------------------------------------------------------ vLLM (its environment, .venv-vllm)
 
 
