@@ -87,6 +87,7 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from _common import machine
@@ -100,6 +101,7 @@ from support.standard_tasks import arc_rows, gsm8k_rows  # noqa: E402
 
 from pdd_metrics.codec import codec_pvalue  # noqa: E402
 from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE, codec_calibrated_pvalue, decide  # noqa: E402
+from pdd_tasks.tools.report.tables import EXPOSURE_KEYS  # noqa: E402
 
 
 #: shape -> (the stock task it stands for, its templated row maker, the seed of the file tuned on)
@@ -233,21 +235,30 @@ def render(shape: str, row: dict) -> str:
     return f"Question: {row['question']}\nAnswer: {row['answer']}"
 
 
-def texts_of(shape: str, make, n: int, seed: int, exclude: set[str] = frozenset()) -> dict[str, str]:
-    """``n`` rendered examples of ``shape`` (rows of ``make(n, seed)``), by the sentence each was built
-    from (its ``source``; a templated row's key is its rendered text), no sentence twice and none in
-    ``exclude``: an unseen file never holds a sentence of the file tuned on, not even blanked elsewhere
-    or with other choices (before 28 November only the rendered texts were kept apart, so an
-    ARC-shaped unseen file of 48 rows held 1-4 sentences of the tuned file's, with another blank)."""
-    out: dict[str, str] = {}
+class Examples(NamedTuple):
+    """A file's rendered examples and the sentences they were built from (a templated row: its text)."""
+
+    texts: list[str]
+    sources: set[str]
+
+
+def texts_of(shape: str, make, n: int, seed: int, exclude: set[str] = frozenset()) -> Examples:
+    """``n`` distinct rendered examples of ``shape`` (rows of ``make(n, seed)``), none built from a
+    sentence of ``exclude`` (the ``source`` of a row; a templated row's is its rendered text): an unseen
+    file never holds a sentence of the file tuned on, not even with another word blanked or other
+    choices. Before 28 November only rendered texts were kept apart, and an ARC-shaped unseen file of 48
+    rows held 1-4 of the tuned file's sentences with another blank; the files tuned on are unchanged."""
+    texts: list[str] = []
+    sources: set[str] = set()
     for row in make(4 * n, seed):
         text = render(shape, row)
-        key = row.get("source", text)
-        if key not in exclude and key not in out:
-            out[key] = text
-    if len(out) < n:
-        raise SystemExit(f"{shape}, seed {seed}: only {len(out)} distinct examples")
-    return dict(list(out.items())[:n])
+        source = row.get("source", text)
+        if source not in exclude and text not in texts:
+            texts.append(text)
+            sources.add(source)
+        if len(texts) == n:
+            return Examples(texts, sources)
+    raise SystemExit(f"{shape}, seed {seed}: only {len(texts)} distinct examples")
 
 
 def write_texts(path: Path, texts: list[str], labels: list[int] | None = None) -> Path:
@@ -508,6 +519,30 @@ def markdown(found: dict) -> str:
     return "\n".join(lines)
 
 
+def _check_reused(directory: Path, tuned_from, data: Path, epochs: int, seed: int, args, exposure: str) -> None:
+    """A model a run before left in ``directory`` is reused only if it was tuned as this run would tune
+    it: from the same model, on the same examples, with the same exposure and settings."""
+    manifest = json.loads((directory / "manifest.json").read_text())
+    trained = sorted(json.loads(line)["text"] for line in (directory / "canonical.jsonl").read_text().splitlines())
+    wanted = sorted(json.loads(line)["text"] for line in data.read_text().splitlines())
+    settings = {"seed": seed, "learning_rate": args.learning_rate, "batch_size": args.train_batch, "epochs": epochs}
+    differs = [
+        what
+        for what, same in (
+            ("the model tuned from", manifest["base_model"] == str(tuned_from)),
+            ("the examples", trained == wanted),
+            ("the exposure", manifest["exposure"] == exposure),
+            *((key, manifest["settings"][key] == value) for key, value in settings.items()),
+        )
+        if not same
+    ]
+    if differs:
+        raise SystemExit(
+            f"{directory} holds a model a run before tuned with other {', '.join(differs)}; remove that folder "
+            "(or choose another --workdir) to tune it again."
+        )
+
+
 def tune_once(directory: Path, tuned_from, data: Path, epochs: int, seed: int, args, exposure: str) -> None:
     """``make-ordered`` into ``directory`` (unless a run before wrote it): the model ``tuned_from`` (the
     base, or the model of the previous number of epochs) tuned ``epochs`` more epochs on ``data``."""
@@ -515,6 +550,7 @@ def tune_once(directory: Path, tuned_from, data: Path, epochs: int, seed: int, a
     from pdd_tasks.tools.builders.ordered import make_ordered
 
     if (directory / "manifest.json").exists():
+        _check_reused(directory, tuned_from, data, epochs, seed, args, exposure)
         return
     settings = TuningSettings(
         epochs=epochs, learning_rate=args.learning_rate, batch_size=args.train_batch, max_tokens=1024, seed=seed
@@ -532,13 +568,13 @@ def exposure_controls(harness: Harness, base, shape: str, make, args) -> dict:
     for tuning_seed in range(args.tuning_seeds):
         work = args.workdir / f"{shape}-{args.exposure}-s{tuning_seed}"
         members = texts_of(shape, make, args.examples, SHAPES[shape][2] + 10 * tuning_seed)
-        data = write_texts(work / "file.jsonl", list(members.values()))
-        seen = set(members)
+        data = write_texts(work / "file.jsonl", members.texts)
+        seen = set(members.sources)
         unseen_files = []
         for index in range(args.unseen_files):
             rows = texts_of(shape, make, args.examples, 3000 + 100 * tuning_seed + index, exclude=seen)
-            seen |= set(rows)
-            unseen_files.append(write_texts(work / f"unseen-{index}.jsonl", list(rows.values())))
+            seen |= rows.sources
+            unseen_files.append(write_texts(work / f"unseen-{index}.jsonl", rows.texts))
         tests = {"codec": "codec" in args.tests, "exchangeability": "exchangeability" in args.tests}
         run = {"tuning_seed": tuning_seed, "untuned": dataset_tests(harness, base, data, args, **tests), "tuned": {}}
         print(shape, args.exposure, tuning_seed, "untuned", run["untuned"], file=sys.stderr, flush=True)
@@ -804,6 +840,11 @@ def main() -> int:
     parser.add_argument("--unseen-files", type=int, default=1, help="exposure controls: unseen files per tuning")
     parser.add_argument("--json", type=Path, help="write every number here")
     parser.add_argument("--package-data", type=Path, help="write the verdict's summary here")
+    parser.add_argument(
+        "--package-key", default=EXPOSURE_KEYS[0], choices=EXPOSURE_KEYS,
+        help="--table-from of exposure controls: the key of --package-data they go under (files of 48 examples; "
+        "files of CoDeC's default 1,000)",
+    )  # fmt: skip
     parser.add_argument("--merge", type=Path, help="add the shapes of this --json file to --json and --package-data")
     parser.add_argument(
         "--table-from", type=Path, nargs="+",
@@ -836,7 +877,7 @@ def main() -> int:
                 args.json.write_text(json.dumps({"summary": summary_, "runs": runs}, indent=1) + "\n")
             if args.package_data:  # beside the other controls the verdict reads
                 package = json.loads(args.package_data.read_text()) if args.package_data.is_file() else {}
-                args.package_data.write_text(json.dumps(package | {"exposure_controls": summary_}, indent=1) + "\n")
+                args.package_data.write_text(json.dumps(package | {args.package_key: summary_}, indent=1) + "\n")
             print(exposure_markdown(summary_))
         else:
             print(markdown(document["runs"]))
@@ -863,9 +904,9 @@ def main() -> int:
     for shape in args.shapes:
         work = args.workdir / shape
         seed, make = SHAPES[shape][2], makers[shape]
-        members_by_source = texts_of(shape, make, args.examples, seed)
-        members = list(members_by_source.values())
-        held_out = list(texts_of(shape, make, args.held_out, seed + 1000, exclude=set(members_by_source)).values())
+        file = texts_of(shape, make, args.examples, seed)
+        members = file.texts
+        held_out = texts_of(shape, make, args.held_out, seed + 1000, exclude=file.sources).texts
         data = write_texts(work / "file.jsonl", members)
         results = found[shape] = {"level": [], "tuned": {}}
         if not args.no_ptdi:
@@ -890,7 +931,7 @@ def main() -> int:
             write(found, args, began, load)
         # then the untouched files (power first: the measurement a short run must not lose)
         for level_seed in range(args.level_seeds):
-            rows = list(texts_of(shape, make, args.examples, 500 + level_seed).values())
+            rows = texts_of(shape, make, args.examples, 500 + level_seed).texts
             file = write_texts(work / f"level-{level_seed}.jsonl", rows)
             results["level"].append(dataset_tests(harness, base, file, args))
             print(shape, "untuned", level_seed, results["level"][-1], file=sys.stderr, flush=True)

@@ -390,9 +390,10 @@ def test_contamination_controls_tunes_and_tests_one_shape(tiny_model, tmp_path):
     assert shape["level"]["files"] == 1 and set(shape["power"]) == {"1"}
 
 
-def test_contamination_controls_unseen_files_share_no_sentence_with_the_file():
+def test_contamination_controls_unseen_files_share_no_sentence_with_the_file(monkeypatch):
     """An ARC-shaped row blanks one word of a sentence; an unseen file must not hold a sentence of the
     file tuned on with another word blanked (before 28 November 1-4 of 48 rows did)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # the script's own imports (_common), as when run
     controls = runpy.run_path(str(BENCHMARKS / "contamination_controls.py"))
     words = "alpha bravo charlie delta echoes foxtrot golfer hotel india juliet kilos limas".split()
     sentences = [
@@ -401,11 +402,12 @@ def test_contamination_controls_unseen_files_share_no_sentence_with_the_file():
     make = lambda n, seed: controls["cloze_rows"](sentences, n, seed)  # noqa: E731
     file = controls["texts_of"]("multiple_choice", make, 10, 101)
     unseen = controls["texts_of"]("multiple_choice", make, 10, 3000, exclude=set(file))
-    assert len(file) == len(unseen) == 10 and set(file).isdisjoint(unseen)
-    assert set(file) | set(unseen) <= set(sentences)
-    for source, text in unseen.items():  # each row is its own sentence with one word blanked
-        question, answer = text.split("\nAnswer: ")
-        assert question.split('"')[1].replace("____", answer) == source
+    assert len(file.texts) == len(unseen.texts) == 10 and file.sources.isdisjoint(unseen.sources)
+    filled = {  # each row is its own sentence with one word blanked
+        question.split('"')[1].replace("____", answer)
+        for question, answer in (text.split("\nAnswer: ") for text in unseen.texts)
+    }
+    assert filled == unseen.sources and filled <= set(sentences)
 
 
 def test_contamination_controls_exposure_with_codec_alone(tiny_model, tmp_path):

@@ -188,6 +188,8 @@ CONTROLS_FILE = "contamination_controls.json"
 
 #: A standard task's lm-eval output type -> the shape of the benchmark-shaped files of the controls.
 SHAPE_OF_OUTPUT_TYPE = {"multiple_choice": "multiple_choice", "generate_until": "free_answer"}
+#: The exposure controls in :data:`CONTROLS_FILE`: files of 48 examples, and of CoDeC's default 1,000.
+EXPOSURE_KEYS = ("exposure_controls", "exposure_controls_default_size")
 SHAPE_LABELS = {"multiple_choice": "multiple-choice (ARC-shaped)", "free_answer": "free-answer (GSM8K-shaped)"}
 
 
@@ -216,7 +218,7 @@ def controls_line(controls: dict | None, shape: str | None) -> str:
     with the tuned models, its power), with the commands that measured them."""
     if not controls:
         return "The level and power of the tests were not measured (no contamination_controls.json in the package)."
-    from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE
+    from pdd_metrics.verdict import ALPHA
 
     parts = []
     for name in [shape] if shape in controls["shapes"] else list(controls["shapes"]):
@@ -232,25 +234,11 @@ def controls_line(controls: dict | None, shape: str | None) -> str:
             f"models tuned {'/'.join(epochs)} epoch(s) ({'/'.join(steps)} optimizer steps): {power} (one model each; "
             f"`{command_of(controls, name)}`)"
         )
-    exposures = controls.get("exposure_controls") or {}
-    measured = exposures.get("shapes", {})
-    for name in [shape] if shape in measured else [] if shape else list(measured):
-        found = measured[name]
-        untuned = found["untuned"]
-        tuned = ", ".join(
-            f"after {'/'.join(map(str, sorted(set(cells['optimizer_steps']))))} optimizer steps the tuned files scored "
-            f"{'/'.join(f'{v:.3f}' for v in cells['file']['codec_scores'])} "
-            f"({_share(cells['file']['codec_calibrated_rejects'], cells['file']['files'])} detected at this size) and "
-            f"unseen files of the shape {'/'.join(f'{v:.3f}' for v in cells['unseen']['codec_scores'])} "
-            f"({_share(cells['unseen']['codec_calibrated_rejects'], cells['unseen']['files'])} flagged)"
-            for cells in found["tuned"].values()
-        )
-        parts.append(
-            f"seen example by example ({SHAPE_LABELS.get(name, name)} files of {exposures['sizes']['examples']} "
-            f"examples): CoDeC against its calibrated null ({CODEC_NULL_SCORE:g}) called "
-            f"{_share(untuned['codec_calibrated_rejects'], untuned['files'])} untouched files contaminated, and with the models "
-            f"tuned on each file ({exposures['sizes']['tuning_seeds']} seeds) {tuned} (`{found.get('command') or exposures['command']}`)"
-        )
+    measured = set()
+    for key in EXPOSURE_KEYS:
+        exposures = controls.get(key) or {}
+        measured |= set(exposures.get("shapes", {}))
+        parts += _exposure_parts(exposures, shape)
     if shape and shape not in measured:
         parts.append(f"CoDeC on {SHAPE_LABELS.get(shape, shape)} files seen example by example: not measured")
     level = controls.get("exchangeability_level")
@@ -271,6 +259,34 @@ def controls_line(controls: dict | None, shape: str | None) -> str:
             f"<= {ALPHA} on {_share(diverse['codec_alone'], files)}"
         )
     return f"Measured with {controls['model']}: {'; '.join(parts)}; docs/dataset-tests.md, Controls."
+
+
+def _exposure_parts(exposures: dict, shape: str | None) -> list[str]:
+    """The exposure controls of one size (``exposures``: a summary of ``contamination_controls.py
+    --exposure``) for files of ``shape`` (None: every shape measured): CoDeC's level on untouched files
+    and on unseen files of the shape with the tuned models, its power on the files tuned on."""
+    from pdd_metrics.verdict import CODEC_NULL_SCORE
+
+    parts = []
+    measured = exposures.get("shapes", {})
+    for name in [shape] if shape in measured else [] if shape else list(measured):
+        found = measured[name]
+        untuned = found["untuned"]
+        tuned = ", ".join(
+            f"after {'/'.join(map(str, sorted(set(cells['optimizer_steps']))))} optimizer steps the tuned files scored "
+            f"{'/'.join(f'{v:.3f}' for v in cells['file']['codec_scores'])} "
+            f"({_share(cells['file']['codec_calibrated_rejects'], cells['file']['files'])} detected at this size) and "
+            f"unseen files of the shape {'/'.join(f'{v:.3f}' for v in cells['unseen']['codec_scores'])} "
+            f"({_share(cells['unseen']['codec_calibrated_rejects'], cells['unseen']['files'])} flagged)"
+            for cells in found["tuned"].values()
+        )
+        parts.append(
+            f"seen example by example ({SHAPE_LABELS.get(name, name)} files of {exposures['sizes']['examples']:,} "
+            f"examples): CoDeC against its calibrated null ({CODEC_NULL_SCORE:g}) called "
+            f"{_share(untuned['codec_calibrated_rejects'], untuned['files'])} untouched files contaminated, and with the models "
+            f"tuned on each file ({exposures['sizes']['tuning_seeds']} seeds) {tuned} (`{found.get('command') or exposures['command']}`)"
+        )
+    return parts
 
 
 def command_of(controls: dict, shape: str) -> str:
