@@ -401,7 +401,7 @@ def test_contamination_controls_unseen_files_share_no_sentence_with_the_file(mon
     ]
     make = lambda n, seed: controls["cloze_rows"](sentences, n, seed)  # noqa: E731
     file = controls["texts_of"]("multiple_choice", make, 10, 101)
-    unseen = controls["texts_of"]("multiple_choice", make, 10, 3000, exclude=set(file))
+    unseen = controls["texts_of"]("multiple_choice", make, 10, 3000, exclude=file.sources)
     assert len(file.texts) == len(unseen.texts) == 10 and file.sources.isdisjoint(unseen.sources)
     filled = {  # each row is its own sentence with one word blanked
         question.split('"')[1].replace("____", answer)
