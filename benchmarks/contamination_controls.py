@@ -100,7 +100,13 @@ sys.path.insert(0, str(REPO / "tests"))
 from support.standard_tasks import arc_rows, gsm8k_rows  # noqa: E402
 
 from pdd_metrics.codec import codec_pvalue  # noqa: E402
-from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE, codec_calibrated_pvalue, decide  # noqa: E402
+from pdd_metrics.verdict import (  # noqa: E402
+    ALPHA,
+    CODEC_NULL_SCORE,
+    codec_calibrated_pvalue,
+    codec_reference_pvalue,
+    decide,
+)
 from pdd_tasks.tools.report.tables import EXPOSURE_KEYS  # noqa: E402
 
 
@@ -622,6 +628,10 @@ def exposure_summary(found: dict, args, seconds: float, load: list) -> dict:
                 "optimizer_steps": [f["training"]["steps_in_all"] for f in files],
                 "file": _cells(files),
                 "unseen": _cells(unseen),
+                # the file against its tuning's first unseen file as a reference (what `references` computes)
+                "file_against_unseen_pvalues": [
+                    float(f"{codec_reference_pvalue(*_drops(f), *_drops(f['unseen'][0])):.3g}") for f in files
+                ],
             }
         unseen_scores = [r["codec_score"] for r in untuned] + [
             u["codec_score"] for r in runs for t in r["tuned"].values() for u in t["unseen"]
@@ -664,13 +674,18 @@ def model_label(args) -> str:
     return f"{name}, float32, CPU"
 
 
+def _drops(result: dict) -> tuple[int, int]:
+    """``(examples whose likelihood drops in context, examples)`` of one file's CoDeC result."""
+    return round(result["codec_score"] * result["codec_examples"]), result["codec_examples"]
+
+
 def _cells(results: list[dict]) -> dict:
     """Each test's scores and p-values on ``results``' files, and how many each rejects alone: CoDeC
     against 1/2 (``codec_rejects``) and against the verdict's calibrated null
     (``codec_calibrated_rejects``, :data:`pdd_metrics.verdict.CODEC_NULL_SCORE`), and the verdicts
     of one-file tables (:func:`pdd_metrics.verdict.decide`; of CoDeC alone where the exchangeability
     test was not run, ``--tests codec``: its p-values are then None)."""
-    drops = [(round(r["codec_score"] * r["codec_examples"]), r["codec_examples"]) for r in results]
+    drops = [_drops(r) for r in results]
     calibrated = [codec_calibrated_pvalue(*d) for d in drops]
     ran_exchangeability = all("exchangeability_pvalue" in r for r in results)
     verdicts = [
@@ -724,6 +739,14 @@ def exposure_markdown(summary_: dict) -> str:
             model = f"tuned {epochs} epoch(s) ({'/'.join(map(str, sorted(set(cells['optimizer_steps']))))})"
             lines.append(row(label, model, "the file tuned on", cells["file"]))
             lines.append(row(label, model, "unseen files of the shape", cells["unseen"]))
+    for found in summary_["shapes"].values():
+        for epochs, cells in found["tuned"].items():
+            if cells.get("file_against_unseen_pvalues"):
+                lines.append(
+                    f"\n{found['like']}-shaped, tuned {epochs} epoch(s): CoDeC of each file tuned on against its "
+                    f"tuning's unseen file as a reference (one-sided Fisher, what `references` computes): p = "
+                    f"{', '.join(f'{v:.2g}' for v in cells['file_against_unseen_pvalues'])}"
+                )
     return "\n".join(lines)
 
 

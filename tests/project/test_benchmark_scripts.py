@@ -422,6 +422,8 @@ def test_contamination_controls_exposure_with_codec_alone(tiny_model, tmp_path):
     assert summary["sizes"]["tests"] == ["codec"] and summary["model"].startswith(f"{tiny_model} (--model)")
     cells = summary["shapes"]["multiple_choice"]["tuned"]["1"]["unseen"]
     assert cells["files"] == 1 and cells["exchangeability_pvalues"] is None and len(cells["codec_scores"]) == 1
+    (p_value,) = summary["shapes"]["multiple_choice"]["tuned"]["1"]["file_against_unseen_pvalues"]
+    assert 0 <= p_value <= 1 and "against its tuning's unseen file as a reference (one-sided Fisher" in process.stdout
 
 
 def test_gemma_model_refuses_a_folder_with_files_and_a_missing_gguf(tmp_path):
