@@ -189,6 +189,10 @@ def test_the_table_fires_on_either_test_names_what_it_detected_and_cites_the_con
     assert "--shapes multiple_choice" in command and command in lines["arc_easy"]
     assert exposures["shapes"]["free_answer"]["command"] not in lines["arc_easy"]
     assert "seen example by example (multiple-choice" in lines["arc_easy"]
+    default_size = controls["exposure_controls_default_size"]  # CoDeC's default 1,000 examples
+    assert default_size["sizes"]["examples"] == 1000
+    assert default_size["shapes"]["multiple_choice"]["command"] in lines["arc_easy"]
+    assert "files of 1,000 examples): CoDeC against its calibrated null" in lines["arc_easy"]
     assert f"calibrated null ({CODEC_NULL_SCORE:g})" in lines["arc_easy"]
     level = controls["exchangeability_level"]
     assert f"the exchangeability test's level on {level['files']} untouched files" in lines["arc_easy"]
