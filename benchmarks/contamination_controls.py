@@ -894,8 +894,8 @@ def main() -> int:
             summary_ |= {
                 key: document["summary"][key] for key in ("command", "minutes", "load_average", "sizes", "machine")
             }
-            if len(documents) > 1:
-                summary_["command"] = " && ".join(each["summary"]["command"] for each in documents)
+            if len(documents) > 1:  # the runs whose shapes were kept (a later file's shape replaces an earlier's)
+                summary_["command"] = " && ".join(dict.fromkeys(entry["command"] for entry in runs.values()))
             if args.json:
                 args.json.write_text(json.dumps({"summary": summary_, "runs": runs}, indent=1) + "\n")
             if args.package_data:  # beside the other controls the verdict reads
