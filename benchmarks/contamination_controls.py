@@ -881,6 +881,9 @@ def main() -> int:
         print(markdown(document["runs"]))
         return 0
     if args.table_from:
+        missing = [str(path) for path in args.table_from if not path.is_file()]
+        if missing:
+            raise SystemExit(f"--table-from: no such file: {', '.join(missing)} (the --json of an earlier run).")
         documents = [json.loads(path.read_text()) for path in args.table_from]
         document = documents[0]
         if "exposure" in json.dumps(document["summary"].get("what", "")):

@@ -48,8 +48,10 @@ call a file contaminated (48 of 48 is p = 0.23 against 0.97), so the tuned files
 vs 0.896 there); at 1,000 examples a score of at least 0.981 rejects in a one-task table (Holm's
 alpha/2), which a file scoring 0.99 in truth reaches with probability 0.997 (binomial), one at 0.979
 (the median tuned file above) with 0.38; measured at 1,000 examples, 2 of the 3 tuned files were
-detected (0.988, 0.994), the third (0.932) read "inconclusive", and no unseen file was flagged. A
-null measured on one model, two shapes and one exposure level is a floor for other models and
+detected (0.988, 0.994), the third (0.932) read "inconclusive", and no unseen file was flagged. On
+another model family, Gemma-3-270M (its tokenizer adds ``<bos>``), the same 12 steps on the ARC-shaped
+files gave 0.938-1.000 on the files tuned on and 0.875-0.896 [upper end 0.955] on unseen ones. A null
+measured on two small models, two shapes and a few exposure levels is a floor for larger models and
 heavier exposure, not a proof; docs/dataset-tests.md lists what was not measured.
 
 Where CoDeC's score is significantly above 1/2 (Holm over the table's CoDeC tests) but not above the
