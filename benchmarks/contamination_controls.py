@@ -895,7 +895,9 @@ def main() -> int:
                     runs[shape] = {"command": each["summary"]["command"]} | entry
             summary_ = document["summary"] | exposure_summary(runs, args, 0, None)
             summary_ |= {
-                key: document["summary"][key] for key in ("command", "minutes", "load_average", "sizes", "machine")
+                key: document["summary"][key]
+                for key in ("command", "model", "minutes", "load_average", "sizes", "machine")
+                if key in document["summary"]
             }
             if len(documents) > 1:  # the runs whose shapes were kept (a later file's shape replaces an earlier's)
                 summary_["command"] = " && ".join(dict.fromkeys(entry["command"] for entry in runs.values()))
