@@ -189,14 +189,18 @@ def capitals_rows(texts: list[str], n: int, seed: int) -> list[dict]:
 PILE_PROSE = ("openwebtext2", "pile_cc", "pubmed_abstracts", "nih_exporter")
 
 
-def pile_sentences(path: Path, words: int) -> list[str]:
-    """The first ``words`` words of each document of :data:`PILE_PROSE` in the Pile test sample
-    (``path``) that has at least that many, each once, in the file's order."""
+def pile_documents(path: Path) -> list[dict]:
+    """The Pile test sample's documents (``path``: pile-test-sample's gzip JSONL, ``text`` and ``domain``)."""
     if not path.is_file():
         raise SystemExit(f"{path}: not found; --pile names ../shared/data/pile-test-sample's file (its PROVENANCE.md).")
     with gzip.open(path, "rt", encoding="utf-8") as handle:
-        documents = [json.loads(line) for line in handle]
-    cut = [" ".join(d["text"].split()[:words]) for d in documents if d["domain"] in PILE_PROSE]
+        return [json.loads(line) for line in handle]
+
+
+def pile_sentences(path: Path, words: int) -> list[str]:
+    """The first ``words`` words of each document of :data:`PILE_PROSE` in the Pile test sample
+    (``path``) that has at least that many, each once, in the file's order."""
+    cut = [" ".join(d["text"].split()[:words]) for d in pile_documents(path) if d["domain"] in PILE_PROSE]
     return list(dict.fromkeys(text for text in cut if len(text.split()) == words))
 
 
@@ -225,10 +229,7 @@ def row_makers(args) -> dict:
 def diverse_texts(path: Path, n: int, seed: int, words: int) -> list[str]:
     """``n`` documents of the Pile's test split (``path``: pile-test-sample, 17 domains), drawn with
     ``seed`` from those of at least ``words`` words, each cut to its first ``words`` words."""
-    if not path.is_file():
-        raise SystemExit(f"{path}: not found; --pile names ../shared/data/pile-test-sample's file (its PROVENANCE.md).")
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        documents = [json.loads(line)["text"].split() for line in handle]
+    documents = [d["text"].split() for d in pile_documents(path)]
     long_enough = [d for d in documents if len(d) >= words]
     return [" ".join(d[:words]) for d in random.Random(seed).sample(long_enough, n)]
 

