@@ -396,6 +396,13 @@ def test_contamination_controls_tunes_and_tests_one_shape(tiny_model, tmp_path):
     assert shape["level"]["files"] == 1 and set(shape["power"]) == {"1"}
 
 
+def test_contamination_controls_table_from_names_a_missing_file(tmp_path):
+    process = run_here("contamination_controls.py", "--table-from", tmp_path / "absent.json")
+    assert process.returncode != 0
+    assert f"--table-from: no such file: {tmp_path / 'absent.json'} (the --json of an earlier run)." in process.stderr
+    assert "Traceback" not in process.stderr
+
+
 def test_contamination_controls_unseen_files_share_no_sentence_with_the_file(monkeypatch):
     """An ARC-shaped row blanks one word of a sentence; an unseen file must not hold a sentence of the
     file tuned on with another word blanked (before 28 November 1-4 of 48 rows did)."""
