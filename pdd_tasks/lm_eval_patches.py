@@ -408,7 +408,7 @@ def _joining_client_threads(stock):
 
     def __call__(self):
         stock(self)
-        owned = {id(self), id(getattr(self, "engine_manager", None))}
+        owned = {id(value) for value in (self, getattr(self, "engine_manager", None)) if value is not None}
         for thread in _vllm_client_threads():
             if owned & {id(value) for value in _closure_values(thread)}:
                 thread.join(VLLM_THREAD_JOIN_SECONDS)

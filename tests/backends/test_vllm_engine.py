@@ -12,7 +12,8 @@ all the checks, each run as many tasks as it can:
   and a stock multiple-choice task: every per-text score equals the HF path's (1e-4);
 * the default top-20 mode: ``pdd_wikimia_32``, texts longer than the engine's ``max_model_len``
   under ``truncate: true``, and the stock task;
-* the stock task alone: its answers equal those it got beside the pdd tasks in both runs above;
+* the stock task alone: its answers equal those it got beside the pdd tasks in both runs above (that
+  process keeps vLLM's own exit, whose known abort after the results are written is let pass, only that);
 * a mistake (``exact_mu_sigma`` without ``max_logprobs=-1``): one message, no traceback, status 1.
 """
 
@@ -507,6 +508,20 @@ def test_long_texts_are_truncated_to_the_engine_context(vllm_topk, tiny_model, t
 # -- a stock task beside the pdd tasks ----------------------------------------------------------------
 
 
+def aborted_in_vllms_own_exit(finished: subprocess.CompletedProcess) -> bool:
+    """Whether a process that never loaded the plugin ended in vLLM 0.32's own abort at exit
+    (docs/backends.md, "An abort at exit"): SIGABRT with C++'s "terminate called without an active
+    exception", its log showing vLLM's own exit order (engine processes stopped before any client shutdown,
+    which patch ``vllm-engine-exit`` would have put first) and no traceback."""
+    steps = exit_steps(finished.stdout + finished.stderr)
+    return (
+        finished.returncode == -6
+        and "terminate called without an active exception" in finished.stderr
+        and "Traceback" not in finished.stderr
+        and steps[:1] == ["engine processes stopped"]
+    )
+
+
 def stock_answers(output_dir) -> list[tuple[float, bool]]:
     """The stock task's answers, (log-likelihood, is greedy) per choice, in document order."""
     samples = sorted(read_samples(output_dir, STOCK), key=lambda s: s["doc_id"])
@@ -515,8 +530,15 @@ def stock_answers(output_dir) -> list[tuple[float, bool]]:
 
 def test_stock_task_answers_unchanged_beside_pdd_tasks(vllm_exact, vllm_topk, tiny_model, task_dir, tmp_path):
     """A stock loglikelihood (multiple-choice) task gets the same answers alone (no pdd task in the run,
-    so the plugin never loads) as beside the pdd tasks, in exact and in top-k mode."""
-    alone = vllm_run(tiny_model, [STOCK], task_dir, tmp_path / "stock-alone")
+    so the plugin never loads) as beside the pdd tasks, in exact and in top-k mode.
+
+    That run keeps vLLM's own exit, whose known abort (after the results are written) is told apart from any
+    other failure by :func:`aborted_in_vllms_own_exit`; the answers are then checked all the same."""
+    finished, _ = vllm_run(tiny_model, [STOCK], task_dir, tmp_path / "stock-alone", check=False)
+    if finished.returncode != 0:
+        assert aborted_in_vllms_own_exit(finished), f"{finished.stdout[-4000:]}\n{finished.stderr[-8000:]}"
+        print("the stock-alone process aborted in vLLM's own exit after writing its results (docs/backends.md)")
+    alone = tmp_path / "stock-alone" / "out"
     expected = stock_answers(alone)
     assert len(expected) == 12 * 3
     assert "token_scores" not in read_results(alone)["configs"][STOCK]["metadata"]
