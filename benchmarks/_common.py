@@ -85,6 +85,20 @@ def busy_loops(count: int):
             loop.wait()
 
 
+def add_json_option(parser: argparse.ArgumentParser, help: str = "write every number here") -> None:
+    """``--json FILE`` and ``--force``: a benchmark replaces an existing file only when told to
+    (check it with :func:`refuse_existing_json` before any work)."""
+    parser.add_argument("--json", type=Path, default=None, help=f"{help} (an existing file needs --force)")
+    parser.add_argument("--force", action="store_true", help="replace --json's file if it exists")
+
+
+def refuse_existing_json(args: argparse.Namespace) -> None:
+    """Stop with a message, before any work, where ``--json`` names an existing file and ``--force`` is
+    not given."""
+    if args.json is not None and args.json.exists() and not args.force:
+        raise SystemExit(f"--json {args.json} exists; choose another file or add --force to replace it.")
+
+
 def timing_parser(doc: str, texts: int) -> argparse.ArgumentParser:
     """The options of a benchmark that times the pdd path on a task's first texts: --task, --texts
     (default ``texts``), --batch-size and --repeats; ``doc``, the script's docstring, is its help."""

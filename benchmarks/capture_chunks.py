@@ -20,11 +20,10 @@ import argparse
 import json
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
-from _common import machine
+from _common import add_json_option, machine, refuse_existing_json
 from cpu_efficiency import CountedModelCalls, demo_scoring
 
 from pdd_tasks.backends import token_stats
@@ -41,8 +40,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--chunk-elements", type=int, nargs="+", default=[2**24, 2**20])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--json", type=Path, default=None)
+    add_json_option(parser)
     args = parser.parse_args()
+    refuse_existing_json(args)
     if args.rounds < 1 or min(args.chunk_elements) < 1 or (args.texts is not None and args.texts < 1):
         parser.error("--rounds, --texts and every --chunk-elements must be at least 1")
     return args

@@ -90,7 +90,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-from _common import machine
+from _common import add_json_option, machine, refuse_existing_json
 from ptdi_fdr import measure
 
 
@@ -862,7 +862,7 @@ def main() -> int:
     )  # fmt: skip
     parser.add_argument("--tuning-seeds", type=int, default=3, help="exposure controls: files and tunings per shape")
     parser.add_argument("--unseen-files", type=int, default=1, help="exposure controls: unseen files per tuning")
-    parser.add_argument("--json", type=Path, help="write every number here")
+    add_json_option(parser, "write every number here (a level run keeps the shapes of another run there)")
     parser.add_argument("--package-data", type=Path, help="write the verdict's summary here")
     parser.add_argument(
         "--package-key", default=EXPOSURE_KEYS[0], choices=EXPOSURE_KEYS,
@@ -877,10 +877,17 @@ def main() -> int:
     )  # fmt: skip
     args = parser.parse_args()
     if args.merge:
+        if args.json is None or not args.json.is_file():
+            raise SystemExit(
+                "--merge adds the shapes of a run to the file --json names: give --json FILE of an earlier run."
+            )
+        if not args.merge.is_file():
+            raise SystemExit(f"--merge: no such file: {args.merge} (the --json of an earlier run).")
         document = merged(json.loads(args.json.read_text()), json.loads(args.merge.read_text()), both_diverse=True)
         write_files(document, args)
         print(markdown(document["runs"]))
         return 0
+    refuse_existing_json(args)
     if args.table_from:
         missing = [str(path) for path in args.table_from if not path.is_file()]
         if missing:

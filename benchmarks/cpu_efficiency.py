@@ -30,10 +30,9 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
 import torch
-from _common import machine, pdd_and_stock_requests
+from _common import add_json_option, machine, pdd_and_stock_requests, refuse_existing_json
 from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
@@ -51,8 +50,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--texts", type=int, default=None, help="the first N texts of each task (default: all)")
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--json", type=Path, default=None)
-    return parser.parse_args()
+    add_json_option(parser)
+    args = parser.parse_args()
+    refuse_existing_json(args)
+    return args
 
 
 def flops_per_position(config) -> float:

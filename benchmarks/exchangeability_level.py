@@ -17,7 +17,7 @@ Files: ``--files`` random subsets (seeded) of ``--examples`` texts of the shippe
 order. Model: the default model unless ``--model``.
 
     python benchmarks/exchangeability_level.py --workdir /tmp/xl --files 3 --examples 200 --shards 50 --orders 30 \\
-        --cells 8x2 8x10 50x1 50x2 50x4 50x10 50x20 --replicates 4000 --json benchmarks/results/exchangeability_level.json \\
+        --cells 8x2 8x10 50x1 50x2 50x4 50x10 50x20 --replicates 4000 --force --json benchmarks/results/exchangeability_level.json \\
         --package-data pdd_tasks/data/contamination_controls.json
 
 ``--reuse`` resamples the runs already in ``--workdir`` (other ``--cells`` or ``--replicates``) without
@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import lm_eval_run, machine
+from _common import add_json_option, lm_eval_run, machine, refuse_existing_json
 
 from pdd_metrics.exchangeability import sharded_comparison_test
 from pdd_tasks.loading.benchmark_data import PACKAGED_DATA
@@ -90,12 +90,13 @@ def main() -> int:
     parser.add_argument("--replicates", type=int, default=4000)
     parser.add_argument("--alpha", type=float, nargs="+", default=[0.05, 0.01])
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--json", type=Path)
+    add_json_option(parser)
     parser.add_argument("--package-data", type=Path, help="add the summary to this contamination_controls.json")
     parser.add_argument(
         "--reuse", action="store_true", help="resample the runs already in --workdir (other --cells), no model run"
     )
     args = parser.parse_args()
+    refuse_existing_json(args)
     if args.model is None:
         from pdd_tasks.tools.default_model import ensure_default_model
 

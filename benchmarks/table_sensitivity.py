@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from _common import add_json_option, refuse_existing_json
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -319,13 +320,14 @@ def main() -> None:
     parser.add_argument("--tables", nargs="+", default=None, help="only these tables, and pile-all (default: all)")
     parser.add_argument("--logprobs-only", action="store_true")
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--json", type=Path, default=None, help="also write every number here")
+    add_json_option(parser, "also write every number here")
     parser.add_argument(
         "--a",
         default="0.01",
         help="DC-PDD's cap a (Eq. 7; default 0.01); 'none' = no cap (the paper's CLD ablation, over first occurrences)",
     )
     args = parser.parse_args()
+    refuse_existing_json(args)
 
     from transformers import AutoConfig
 

@@ -44,7 +44,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import busy_loops
+from _common import add_json_option, busy_loops, refuse_existing_json
 from vllm_repeat import ENGINE as REPEAT_ENGINE
 
 
@@ -110,9 +110,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--model", type=Path, default=None, help="model directory (default: the tests' tiny GPT-2)")
     parser.add_argument("--cores", action="store_true", help="allow core dumps (ulimit -c unlimited) in each run")
     parser.add_argument("--keep", type=Path, default=None, help="folder for the stderr of failed runs")
-    parser.add_argument("--json", type=Path, default=None, help="write every run's record here")
+    add_json_option(parser, "write every run's record here")
     parser.add_argument("--until-failure", action="store_true", help="stop at the first run that fails")
-    return parser.parse_args()
+    args = parser.parse_args()
+    refuse_existing_json(args)
+    return args
 
 
 def exit_steps(log: str) -> list[str]:

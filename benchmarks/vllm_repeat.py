@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import busy_loops, lm_eval_run, machine
+from _common import add_json_option, busy_loops, lm_eval_run, machine, refuse_existing_json
 from compare_runs import scores
 
 from pdd_tasks.paths import tasks_path
@@ -63,8 +63,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--settings", nargs="+", default=["default", "default", "nobind", "bind-0-1", "load-2", "seqs-1"]
     )
     parser.add_argument("--keep", type=Path, default=None, help="keep every run's output here")
-    parser.add_argument("--json", type=Path, default=None)
+    add_json_option(parser)
     args = parser.parse_args(argv)
+    refuse_existing_json(args)
     for setting in args.settings:
         if setting not in SETTINGS and not re.fullmatch(r"load-\d+", setting):
             parser.error(f"--settings: unknown setting {setting!r}; choose from {', '.join(SETTINGS)} or load-N")

@@ -120,6 +120,23 @@ def test_benchmark_options_refuse_unknown_values_naming_the_choices():
     assert "give the --json of a run with --parts agreement" in process.stderr
 
 
+JSON_WRITERS = [
+    "capture_chunks.py", "contamination_controls.py", "cpu_efficiency.py", "exchangeability_level.py", "gpu_check.py", "table_sensitivity.py",
+    "vllm_exit_loop.py", "vllm_repeat.py",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("script", JSON_WRITERS)
+def test_benchmarks_replace_an_existing_json_only_with_force(script, tmp_path):
+    """A benchmark's --json naming a file that exists stops it before any work (the file untouched)."""
+    existing = tmp_path / "kept.json"
+    existing.write_text('{"kept": true}\n')
+    process = run_here(script, "--json", existing)
+    assert process.returncode == 1, process.stderr[-3000:]
+    assert f"--json {existing} exists; choose another file or add --force to replace it." in process.stderr
+    assert "Traceback" not in process.stderr and existing.read_text() == '{"kept": true}\n'
+
+
 def test_prefix_sharing_counts_wikimia_without_a_model():
     process = run_here("prefix_sharing.py", "--limit", "3", "--wikimia24", str(REPO / "no-such-folder"))
     assert process.returncode == 0, process.stderr[-3000:]
@@ -396,11 +413,20 @@ def test_contamination_controls_tunes_and_tests_one_shape(tiny_model, tmp_path):
     assert shape["level"]["files"] == 1 and set(shape["power"]) == {"1"}
 
 
-def test_contamination_controls_table_from_names_a_missing_file(tmp_path):
+def test_contamination_controls_table_from_and_merge_name_a_missing_file(tmp_path):
     process = run_here("contamination_controls.py", "--table-from", tmp_path / "absent.json")
     assert process.returncode != 0
     assert f"--table-from: no such file: {tmp_path / 'absent.json'} (the --json of an earlier run)." in process.stderr
     assert "Traceback" not in process.stderr
+    process = run_here("contamination_controls.py", "--merge", tmp_path / "absent.json")
+    assert process.returncode == 1 and "Traceback" not in process.stderr
+    assert "--merge adds the shapes of a run to the file --json names: give --json FILE" in process.stderr
+    (tmp_path / "earlier.json").write_text("{}")
+    process = run_here(
+        "contamination_controls.py", "--merge", tmp_path / "absent.json", "--json", tmp_path / "earlier.json"
+    )
+    assert process.returncode == 1 and "Traceback" not in process.stderr
+    assert f"--merge: no such file: {tmp_path / 'absent.json'} (the --json of an earlier run)." in process.stderr
 
 
 def test_contamination_controls_unseen_files_share_no_sentence_with_the_file(monkeypatch):
