@@ -49,7 +49,7 @@ from vllm_repeat import ENGINE as REPEAT_ENGINE
 
 
 REPO = Path(__file__).resolve().parent.parent
-VENV = REPO / ".venv-vllm" if (REPO / ".venv-vllm").exists() else Path("/work/main/.venv-vllm")
+VENV = REPO / ".venv-vllm"
 
 #: The tests' settings of the CPU engine (tests/backends/test_vllm_engine.py: VLLM_CPU_ENV) and of every process.
 ENV = {
@@ -249,6 +249,8 @@ def run_line(record: dict) -> str:
 
 def main() -> None:
     args = parse_args()
+    if not (VENV / "bin" / "python").exists():
+        raise SystemExit(f"{VENV} not found: build vLLM's environment first (.ci/install-vllm).")
     root = args.keep or Path(tempfile.mkdtemp(prefix="vllm-exit-loop-"))
     root.mkdir(parents=True, exist_ok=True)
     model = args.model or (REPO if args.command == "tier" else tiny_model(root / "tiny-gpt2"))
