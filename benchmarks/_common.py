@@ -110,6 +110,30 @@ def timing_parser(doc: str, texts: int) -> argparse.ArgumentParser:
     return parser
 
 
+def load_tasks(name: str, metadata: dict | None = None) -> dict:
+    """The tasks ``lm_eval --include_path $(lm-eval-pdd tasks-path) --tasks name`` loads (a group: each of
+    its tasks), by name; a name that is no task: a message naming the listing command, not lm-eval's traceback."""
+    from lm_eval.tasks import TaskManager
+
+    from pdd_tasks.paths import tasks_path
+
+    manager = TaskManager(include_path=tasks_path(), metadata=metadata)
+    if not manager.match_tasks([name]):
+        raise SystemExit(
+            f"--task {name}: no task or group of that name; "
+            '`lm_eval ls tasks --include_path "$(lm-eval-pdd tasks-path)"` lists them.'
+        )
+    return manager.load(name)["tasks"]
+
+
+def load_task(name: str, metadata: dict | None = None):
+    """The one task ``name`` (:func:`load_tasks`); a group's name: a message listing its tasks."""
+    tasks = load_tasks(name, metadata)
+    if name not in tasks:
+        raise SystemExit(f"--task {name} is a group: give one of its tasks ({', '.join(sorted(tasks))}).")
+    return tasks[name]
+
+
 def pdd_and_stock_requests(task, docs: list[dict], task_name: str) -> tuple[list, list[Instance]]:
     """The pdd task's per-token requests for ``docs`` and the same requests as plain stock
     loglikelihood ``Instance``s (what any other harness task would send)."""

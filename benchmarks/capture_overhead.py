@@ -15,21 +15,18 @@ import statistics
 import time
 
 import torch
-from _common import answer_and_score, machine, pdd_and_stock_requests, timing_parser
+from _common import answer_and_score, load_task, machine, pdd_and_stock_requests, timing_parser
 from lm_eval.models.huggingface import HFLM
-from lm_eval.tasks import TaskManager
 
-from pdd_tasks.paths import tasks_path
 from pdd_tasks.tools.default_model import ensure_default_model
 
 
 def main() -> None:
     args = timing_parser(__doc__, texts=128).parse_args()
 
+    task = load_task(args.task)
     model_dir = ensure_default_model()
     lm = HFLM(pretrained=str(model_dir), device="cpu", batch_size=args.batch_size, dtype="float32")
-    manager = TaskManager(include_path=tasks_path())
-    task = manager.load(args.task)["tasks"][args.task]
     docs = list(task.test_docs())[: args.texts]
     pdd_requests, stock_requests = pdd_and_stock_requests(task, docs, args.task)
 

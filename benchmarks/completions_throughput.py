@@ -21,12 +21,10 @@ import statistics
 import time
 
 import requests
-from _common import answer_and_score, machine, pdd_and_stock_requests
+from _common import answer_and_score, load_task, machine, pdd_and_stock_requests
 from lm_eval.models.openai_completions import LocalCompletionsAPI
-from lm_eval.tasks import TaskManager
 
 from pdd_tasks import lm_eval_patches
-from pdd_tasks.paths import tasks_path
 from pdd_tasks.tools.default_model import default_gguf_path, ensure_default_model
 from pdd_tasks.tools.servers.gguf_server import running_server
 
@@ -43,9 +41,8 @@ def main() -> None:
     parser.add_argument("--n-ctx", type=int, default=2048)
     args = parser.parse_args()
 
+    task = load_task(args.task, metadata={"topk_logprobs": args.topk})
     model_dir = ensure_default_model()
-    manager = TaskManager(include_path=tasks_path(), metadata={"topk_logprobs": args.topk})
-    task = manager.load(args.task)["tasks"][args.task]
     docs = list(task.test_docs())[: args.texts]
     pdd_requests, stock_requests = pdd_and_stock_requests(task, docs, args.task)
     lm_eval_patches.apply()

@@ -32,11 +32,9 @@ import json
 import time
 
 import torch
-from _common import add_json_option, machine, pdd_and_stock_requests, refuse_existing_json
+from _common import add_json_option, load_tasks, machine, pdd_and_stock_requests, refuse_existing_json
 from lm_eval.models.huggingface import HFLM
-from lm_eval.tasks import TaskManager
 
-from pdd_tasks.paths import tasks_path
 from pdd_tasks.tools.default_model import ensure_default_model
 
 
@@ -116,10 +114,8 @@ def demo_scoring(task: str, texts: int | None, dtype: str, batch_size: int):
     """The default model as ``HFLM`` (CPU, ``dtype``, ``batch_size``) and the per-token requests of the
     first ``texts`` texts (default all) of every task of ``task``, as ``lm_eval --tasks <task>`` builds
     them: ``(lm, tasks, docs per task, requests)``."""
+    tasks = load_tasks(task)
     lm = HFLM(pretrained=str(ensure_default_model()), device="cpu", batch_size=batch_size, dtype=dtype)
-    tasks = TaskManager(include_path=tasks_path()).load(task)["tasks"]
-    if not tasks:
-        raise SystemExit(f"{task}: no task of that name (lm-eval-pdd tasks lists them)")
     docs, requests = {}, []
     for name, each in tasks.items():
         docs[name] = list(each.test_docs())[:texts]

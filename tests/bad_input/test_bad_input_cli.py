@@ -665,6 +665,13 @@ def test_blind_without_bootstrap_prints_no_standard_errors(tmp_path):
     assert " ± n/a" in process.stdout and "nan" not in process.stdout
 
 
+def test_blind_names_an_unknown_task_and_a_listing_command_that_works(tmp_path):
+    process = run_pdd(["blind", "pdd_no_such_task"], tmp_path)
+    assert process.returncode != 0 and "Traceback" not in process.stderr
+    assert "no task or group 'pdd_no_such_task' among the pdd tasks" in process.stderr
+    assert '`lm_eval ls tasks --include_path "$(lm-eval-pdd tasks-path)"` lists them' in process.stderr
+
+
 @pytest.mark.parametrize("extra", [[], ["--work-dir", "parts", "--keep-parts"]], ids=["default", "kept-parts"])
 def test_build_table_counts_a_filled_in_empty_input(tiny_model, tmp_path, extra):
     # An empty corpus is refused ("0 documents"); filled in, the same command counts its content,

@@ -118,6 +118,12 @@ def test_benchmark_options_refuse_unknown_values_naming_the_choices():
     assert process.returncode == 1
     assert "no-such-file.json: no per-text scores of part 2 there" in process.stderr
     assert "give the --json of a run with --parts agreement" in process.stderr
+    process = run_here("cpu_efficiency.py", "--task", "pdd_no_such_task")
+    assert process.returncode == 1 and "Traceback" not in process.stderr
+    assert "--task pdd_no_such_task: no task or group of that name; `lm_eval ls tasks --include_path" in process.stderr
+    process = run_here("capture_overhead.py", "--task", "pdd_wikimia")
+    assert process.returncode == 1 and "Traceback" not in process.stderr
+    assert "--task pdd_wikimia is a group: give one of its tasks (pdd_wikimia_128, " in process.stderr
 
 
 JSON_WRITERS = [

@@ -75,8 +75,8 @@ def load_labelled_texts(task: str, metadata: dict) -> dict[str, tuple[list[str],
     manager = TaskManager(include_path=tasks_path(), metadata=metadata)
     if not manager.match_tasks([task]):
         raise ValueError(
-            f"no task or group {task!r} among the pdd tasks; `lm_eval --include_path $(lm-eval-pdd tasks-path) "
-            "--tasks list` lists them (e.g. pdd_wikimia, pdd_wikimia_32, pdd_custom)."
+            f"no task or group {task!r} among the pdd tasks; `lm_eval ls tasks --include_path "
+            '"$(lm-eval-pdd tasks-path)"` lists them (e.g. pdd_wikimia, pdd_wikimia_32, pdd_custom).'
         )
     loaded = manager.load(task)["tasks"]
     found = {}
