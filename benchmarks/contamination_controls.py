@@ -799,12 +799,20 @@ def merged(earlier: dict, current: dict, both_diverse: bool = False) -> dict:
     return {"summary": together, "runs": runs_of_both}
 
 
+#: Keys of the packaged controls that other runs write (the exposure controls' ``--table-from``,
+#: ``exchangeability_level.py``): a level and power run writing ``--package-data`` keeps them.
+OTHER_RUNS_PACKAGE_KEYS = (*EXPOSURE_KEYS, "exchangeability_level")
+
+
 def write_files(document: dict, args) -> None:
+    """``document`` to ``--json``, its summary to ``--package-data`` (beside the other runs' keys there)."""
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(document, indent=1) + "\n")
     if args.package_data:
-        args.package_data.write_text(json.dumps(document["summary"], indent=1) + "\n")
+        earlier = json.loads(args.package_data.read_text()) if args.package_data.is_file() else {}
+        kept = {key: earlier[key] for key in OTHER_RUNS_PACKAGE_KEYS if key in earlier}
+        args.package_data.write_text(json.dumps(document["summary"] | kept, indent=1) + "\n")
 
 
 def write(found: dict, args, began: float, load: list) -> dict:

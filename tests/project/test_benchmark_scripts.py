@@ -411,12 +411,19 @@ def run_controls_on_templated_rows(tiny_model, tmp_path, sizes: str) -> tuple[su
 
 
 def test_contamination_controls_tunes_and_tests_one_shape(tiny_model, tmp_path):
-    sizes = "--examples 8 --epochs 1 --level-seeds 1 --shards 4 --permutations 1 --no-ptdi"
+    package = tmp_path / "package.json"  # the packaged controls, with keys that other runs wrote
+    package.write_text(
+        json.dumps({"exchangeability_level": {"kept": 1}, "exposure_controls": {"kept": 2}, "shapes": {}})
+    )
+    sizes = f"--examples 8 --epochs 1 --level-seeds 1 --shards 4 --permutations 1 --no-ptdi --package-data {package}"
     process, summary = run_controls_on_templated_rows(tiny_model, tmp_path, sizes)
     assert "| arc_easy-shaped (8) | untuned, 1 untouched file | " in process.stdout
     assert "| arc_easy-shaped (8) | tuned 1 epoch (" in process.stdout
     shape = summary["shapes"]["multiple_choice"]
     assert shape["level"]["files"] == 1 and set(shape["power"]) == {"1"}
+    packaged = json.loads(package.read_text())
+    assert packaged["exchangeability_level"] == {"kept": 1} and packaged["exposure_controls"] == {"kept": 2}
+    assert packaged["shapes"] == summary["shapes"]
 
 
 def test_contamination_controls_table_from_and_merge_name_a_missing_file(tmp_path):
