@@ -526,6 +526,16 @@ def markdown(found: dict) -> str:
     return "\n".join(lines)
 
 
+def _same_model_tuned_from(recorded: str, tuned_from, directory: Path) -> bool:
+    """Whether a reused model's recorded base, ``recorded``, is ``tuned_from``: the same path, or, for a model
+    tuned from an earlier one of the same workdir (the model of fewer epochs beside it), the same folder
+    name, so that a workdir copied or moved elsewhere (docs/dataset-tests.md copies one) is still reused."""
+    tuned_from = Path(tuned_from)
+    if Path(recorded) == tuned_from:
+        return True
+    return tuned_from.parent == directory.parent and Path(recorded).name == tuned_from.name
+
+
 def _check_reused(directory: Path, tuned_from, data: Path, epochs: int, seed: int, args, exposure: str) -> None:
     """A model a run before left in ``directory`` is reused only if it was tuned as this run would tune
     it: from the same model, on the same examples, with the same exposure and settings."""
@@ -536,7 +546,7 @@ def _check_reused(directory: Path, tuned_from, data: Path, epochs: int, seed: in
     differs = [
         what
         for what, same in (
-            ("the model tuned from", manifest["base_model"] == str(tuned_from)),
+            ("the model tuned from", _same_model_tuned_from(manifest["base_model"], tuned_from, directory)),
             ("the examples", trained == wanted),
             ("the exposure", manifest["exposure"] == exposure),
             *((key, manifest["settings"][key] == value) for key, value in settings.items()),
@@ -545,8 +555,8 @@ def _check_reused(directory: Path, tuned_from, data: Path, epochs: int, seed: in
     ]
     if differs:
         raise SystemExit(
-            f"{directory} holds a model a run before tuned with other {', '.join(differs)}; remove that folder "
-            "(or choose another --workdir) to tune it again."
+            f"{directory} holds a model an earlier run tuned otherwise ({', '.join(differs)}: not this run's); "
+            "remove that folder (or choose another --workdir) to tune it again."
         )
 
 

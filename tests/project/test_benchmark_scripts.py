@@ -8,6 +8,7 @@ and lm-eval's task index, the toy run a second or two). The vLLM scripts run in 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import gzip
 import json
@@ -460,6 +461,29 @@ def test_contamination_controls_unseen_files_share_no_sentence_with_the_file(mon
         for question, answer in (text.split("\nAnswer: ") for text in unseen.texts)
     }
     assert filled == unseen.sources and filled <= set(sentences)
+
+
+def test_contamination_controls_reuses_a_copied_workdir_but_not_a_model_tuned_otherwise(monkeypatch, tmp_path):
+    """A tuned model left in --workdir is reused when it was tuned as this run would tune it, also from a
+    workdir copied elsewhere (its model of fewer epochs then has another path), and refused otherwise."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    controls = runpy.run_path(str(BENCHMARKS / "contamination_controls.py"))
+    data = tmp_path / "copy" / "file.jsonl"
+    data.parent.mkdir()
+    data.write_text('{"text": "b"}\n{"text": "a"}\n')
+    tuned = tmp_path / "copy" / "tuned-e2"  # tuned from tuned-e1 of the workdir it was copied from
+    tuned.mkdir()
+    (tuned / "canonical.jsonl").write_text('{"text": "a"}\n{"text": "b"}\n')
+    manifest = {"base_model": str(tmp_path / "first" / "tuned-e1"), "exposure": "blocks",
+                "settings": {"seed": 0, "learning_rate": 1e-4, "batch_size": 1, "epochs": 1}}  # fmt: skip
+    (tuned / "manifest.json").write_text(json.dumps(manifest))
+    args = argparse.Namespace(learning_rate=1e-4, train_batch=1)
+    check = controls["_check_reused"]
+    check(tuned, tmp_path / "copy" / "tuned-e1", data, 1, 0, args, "blocks")  # reused: no exception
+    with pytest.raises(SystemExit, match=r"tuned otherwise \(the model tuned from, seed: not this run's\)"):
+        check(tuned, tmp_path / "copy" / "tuned-e3", data, 1, 1, args, "blocks")
+    with pytest.raises(SystemExit, match=r"\(the exposure: not this run's\)"):
+        check(tuned, tmp_path / "copy" / "tuned-e1", data, 1, 0, args, "examples")
 
 
 def test_contamination_controls_exposure_with_codec_alone(tiny_model, tmp_path):
