@@ -528,12 +528,16 @@ def markdown(found: dict) -> str:
 
 def _same_model_tuned_from(recorded: str, tuned_from, directory: Path) -> bool:
     """Whether a reused model's recorded base, ``recorded``, is ``tuned_from``: the same path, or, for a model
-    tuned from an earlier one of the same workdir (the model of fewer epochs beside it), the same folder
-    name, so that a workdir copied or moved elsewhere (docs/dataset-tests.md copies one) is still reused."""
-    tuned_from = Path(tuned_from)
-    if Path(recorded) == tuned_from:
+    tuned from an earlier one of the same workdir (the model of fewer epochs beside it), the same path
+    within the workdir, so that a workdir copied or moved elsewhere (docs/dataset-tests.md copies one) is still reused."""
+    tuned_from, recorded = Path(tuned_from), Path(recorded)
+    if recorded == tuned_from:
         return True
-    return tuned_from.parent == directory.parent and Path(recorded).name == tuned_from.name
+    try:
+        inside = tuned_from.relative_to(directory.parent)  # e.g. tuned-e1/model
+    except ValueError:
+        return False
+    return recorded.parts[-len(inside.parts) :] == inside.parts
 
 
 def _check_reused(directory: Path, tuned_from, data: Path, epochs: int, seed: int, args, exposure: str) -> None:

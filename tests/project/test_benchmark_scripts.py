@@ -474,16 +474,16 @@ def test_contamination_controls_reuses_a_copied_workdir_but_not_a_model_tuned_ot
     tuned = tmp_path / "copy" / "tuned-e2"  # tuned from tuned-e1 of the workdir it was copied from
     tuned.mkdir()
     (tuned / "canonical.jsonl").write_text('{"text": "a"}\n{"text": "b"}\n')
-    manifest = {"base_model": str(tmp_path / "first" / "tuned-e1"), "exposure": "blocks",
+    manifest = {"base_model": str(tmp_path / "first" / "tuned-e1" / "model"), "exposure": "blocks",
                 "settings": {"seed": 0, "learning_rate": 1e-4, "batch_size": 1, "epochs": 1}}  # fmt: skip
     (tuned / "manifest.json").write_text(json.dumps(manifest))
     args = argparse.Namespace(learning_rate=1e-4, train_batch=1)
     check = controls["_check_reused"]
-    check(tuned, tmp_path / "copy" / "tuned-e1", data, 1, 0, args, "blocks")  # reused: no exception
+    check(tuned, tmp_path / "copy" / "tuned-e1" / "model", data, 1, 0, args, "blocks")  # reused: no exception
     with pytest.raises(SystemExit, match=r"tuned otherwise \(the model tuned from, seed: not this run's\)"):
-        check(tuned, tmp_path / "copy" / "tuned-e3", data, 1, 1, args, "blocks")
+        check(tuned, tmp_path / "copy" / "tuned-e3" / "model", data, 1, 1, args, "blocks")
     with pytest.raises(SystemExit, match=r"\(the exposure: not this run's\)"):
-        check(tuned, tmp_path / "copy" / "tuned-e1", data, 1, 0, args, "examples")
+        check(tuned, tmp_path / "copy" / "tuned-e1" / "model", data, 1, 0, args, "examples")
 
 
 def test_contamination_controls_exposure_with_codec_alone(tiny_model, tmp_path):
