@@ -128,8 +128,8 @@ def test_benchmark_options_refuse_unknown_values_naming_the_choices():
 
 
 JSON_WRITERS = [
-    "capture_chunks.py", "contamination_controls.py", "cpu_efficiency.py", "exchangeability_level.py", "gpu_check.py", "table_sensitivity.py",
-    "vllm_exit_loop.py", "vllm_repeat.py",
+    "capture_chunks.py", "contamination_controls.py", "cpu_efficiency.py", "exchangeability_level.py",
+    "gpu_check.py", "table_sensitivity.py", "vllm_exit_loop.py", "vllm_repeat.py",
 ]  # fmt: skip
 
 
