@@ -813,6 +813,13 @@ def merged(earlier: dict, current: dict, both_diverse: bool = False) -> dict:
     return {"summary": together, "runs": runs_of_both}
 
 
+def require_earlier_runs(option: str, paths: list[Path]) -> None:
+    """Stop with a message naming ``option``'s files that do not exist (each the --json of an earlier run)."""
+    missing = [str(path) for path in paths if not path.is_file()]
+    if missing:
+        raise SystemExit(f"{option}: no such file: {', '.join(missing)} (the --json of an earlier run).")
+
+
 #: Keys of the packaged controls that other runs write (the exposure controls' ``--table-from``,
 #: ``exchangeability_level.py``): a level and power run writing ``--package-data`` keeps them.
 OTHER_RUNS_PACKAGE_KEYS = (*EXPOSURE_KEYS, "exchangeability_level")
@@ -903,17 +910,14 @@ def main() -> int:
             raise SystemExit(
                 "--merge adds the shapes of a run to the file --json names: give --json FILE of an earlier run."
             )
-        if not args.merge.is_file():
-            raise SystemExit(f"--merge: no such file: {args.merge} (the --json of an earlier run).")
+        require_earlier_runs("--merge", [args.merge])
         document = merged(json.loads(args.json.read_text()), json.loads(args.merge.read_text()), both_diverse=True)
         write_files(document, args)
         print(markdown(document["runs"]))
         return 0
     refuse_existing_json(args)
     if args.table_from:
-        missing = [str(path) for path in args.table_from if not path.is_file()]
-        if missing:
-            raise SystemExit(f"--table-from: no such file: {', '.join(missing)} (the --json of an earlier run).")
+        require_earlier_runs("--table-from", args.table_from)
         documents = [json.loads(path.read_text()) for path in args.table_from]
         document = documents[0]
         if "exposure" in json.dumps(document["summary"].get("what", "")):

@@ -24,12 +24,10 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
-from _common import answer_and_score, cpu_name, pdd_and_stock_requests, timing_parser
+from _common import answer_and_score, cpu_name, load_task, pdd_and_stock_requests, timing_parser
 from lm_eval.models.huggingface import HFLM
-from lm_eval.tasks import TaskManager
 
 from pdd_tasks import lm_eval_patches
-from pdd_tasks.paths import tasks_path
 from pdd_tasks.registry import ScoringSettings, TextInputs, extra_requests, score_text
 from pdd_tasks.tools.default_model import ensure_default_model
 
@@ -70,9 +68,9 @@ def main() -> None:
     args = parser.parse_args()
 
     lm_eval_patches.apply()
+    task = load_task(args.task)
     model_dir = ensure_default_model()
     lm = HFLM(pretrained=str(model_dir), device="cpu", batch_size=args.batch_size, dtype="float32")
-    task = TaskManager(include_path=tasks_path()).load(args.task)["tasks"][args.task]
     docs = list(task.test_docs())[: args.texts]
     pdd_requests, _ = pdd_and_stock_requests(task, docs, args.task)
     answers = answer_and_score(lm, task, docs, pdd_requests)  # warm-up; loads the table

@@ -44,21 +44,19 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     import torch
-    from _common import machine
+    from _common import load_task, machine
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
-    from lm_eval.tasks import TaskManager
 
     from pdd_tasks import lm_eval_patches
-    from pdd_tasks.paths import tasks_path
     from pdd_tasks.registry import ScoringSettings, generation_requests
     from pdd_tasks.tools.default_model import default_model_dir
 
+    lm_eval_patches.apply()
+    task = load_task(args.task)
     lm = HFLM(
         pretrained=args.model or str(default_model_dir()), dtype="float32", device="cpu", batch_size=args.batch_size
     )
-    lm_eval_patches.apply()
-    task = TaskManager(include_path=tasks_path()).load(args.task)["tasks"][args.task]
     docs = list(task.test_docs())[: args.texts]
     settings = ScoringSettings.from_metadata(
         {"samia": True, "samia_samples": args.samples, "samia_max_tokens": args.max_tokens}
