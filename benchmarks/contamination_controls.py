@@ -103,7 +103,9 @@ from pdd_metrics.codec import codec_pvalue  # noqa: E402
 from pdd_metrics.verdict import (  # noqa: E402
     ALPHA,
     CODEC_NULL_SCORE,
+    Evidence,
     codec_calibrated_pvalue,
+    codec_evidence,
     codec_reference_pvalue,
     decide,
 )
@@ -339,7 +341,7 @@ def dataset_tests(harness: Harness, model, data: Path, args, codec: bool = True,
         }
     if codec and exchangeability:
         codec = (round(out["codec_score"] * out["codec_examples"]), out["codec_examples"])
-        decision = decide({"codec": codec, "exchangeability": out["exchangeability_pvalue"]})
+        decision = decide({"codec": codec_evidence(*codec), "exchangeability": Evidence(out["exchangeability_pvalue"])})
         out |= {"flags": decision.flags, "verdict": decision.verdict}
     return out
 
@@ -704,7 +706,12 @@ def _cells(results: list[dict]) -> dict:
     calibrated = [codec_calibrated_pvalue(*d) for d in drops]
     ran_exchangeability = all("exchangeability_pvalue" in r for r in results)
     verdicts = [
-        decide({"codec": d} | ({"exchangeability": r["exchangeability_pvalue"]} if ran_exchangeability else {})).verdict
+        decide(
+            {
+                "codec": codec_evidence(*d),
+                "exchangeability": Evidence(r["exchangeability_pvalue"]) if ran_exchangeability else None,
+            }
+        ).verdict
         for d, r in zip(drops, results, strict=True)
     ]
     return {

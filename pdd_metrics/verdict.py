@@ -14,7 +14,7 @@ Each test sees its own kind of exposure (issue 33; the measurements: docs/datase
 So the verdict fires on either: a benchmark is called contaminated where **any** test rejects its
 null hypothesis after Holm's correction over **every test of every task of the table**
 (:func:`pdd_metrics.multiple_testing.holm_adjusted`, family-wise error rate ``alpha``), and the line
-names what was detected (:data:`DETECTS`).
+names what was detected (each test's entry declares it).
 
 **CoDeC's null is calibrated, not 1/2.** The paper reads a score above about 0.8 as a red flag and
 finds unseen data mostly below 0.5-0.6; a binomial test against 1/2 (the rule before issue 33) does
@@ -76,12 +76,19 @@ whole pipeline with a reference (``tests/end_to_end/test_verdict_end_to_end.py``
 example's in-context example is drawn from its own file, which couples them weakly). A task with a
 reference is not "inconclusive": the reference says what data of its kind scores.
 
+**The verdict knows no test by name.** Each test's entry in the registry of dataset-level tests
+(:data:`pdd_tasks.dataset_tests.DATASET_TESTS`) reads its results into an :class:`Evidence` (its
+p-value, and where it has one, its p-value against the weaker null "nothing of this kind was seen",
+which decides "inconclusive"); :func:`decide_table` corrects and combines them. CoDeC's reading is
+:func:`codec_evidence`.
+
 Verdicts (:data:`VERDICTS`):
 
 - ``"contaminated"``: some test rejects after Holm's correction over the table;
-- ``"inconclusive"``: none does, but CoDeC's score is significantly above 1/2 (seen data of this kind)
-  and no reference was given;
-- ``"not detected"``: none does and every test applied (not evidence of a clean benchmark: the
+- ``"inconclusive"``: none does, but a test's p-value against its weaker null rejects after Holm's
+  correction over those p-values (CoDeC's score significantly above 1/2: seen data of this kind, and
+  no reference was given);
+- ``"not detected"``: none does and every test of the table applied (not evidence of a clean benchmark: the
   tests' power is limited, docs/dataset-tests.md);
 - ``"no verdict"``: none rejects and some test did not apply (too few examples, shards longer than
   the context): the missing test might have.
@@ -100,12 +107,12 @@ from .multiple_testing import holm_adjusted
 __all__ = [
     "ALPHA",
     "CODEC_NULL_SCORE",
-    "DETECTS",
-    "REFERENCE",
-    "TESTS",
     "VERDICTS",
     "Decision",
+    "Evidence",
     "codec_calibrated_pvalue",
+    "codec_evidence",
+    "codec_examples_needed",
     "codec_reference_pvalue",
     "decide",
     "decide_table",
@@ -120,16 +127,24 @@ ALPHA = 0.05
 #: measurement and the argument: module docstring.
 CODEC_NULL_SCORE = 0.97
 
-#: The verdict's tests, in the order the table shows them.
-TESTS = ("codec", "exchangeability")
-
-#: The input key of a task's reference of known-unseen examples for CoDeC: ``(drops, examples)``.
-REFERENCE = "codec_reference"
-
-#: What each test's rejection means: the line names it.
-DETECTS = {"codec": "seen example by example", "exchangeability": "seen in its published order"}
-
 VERDICTS = ("contaminated", "inconclusive", "not detected", "no verdict")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What one test says of one task: ``p_value`` against its null (the benchmark was not seen the way
+    the test detects), and optionally ``kind_p_value`` against a weaker null (nothing of the benchmark's
+    kind was seen: CoDeC against 1/2), which can make the verdict "inconclusive" but never
+    "contaminated"."""
+
+    p_value: float
+    kind_p_value: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("p_value", "kind_p_value"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 1:
+                raise ValueError(f"{name} must be in [0, 1], got {value!r}")
 
 
 def codec_calibrated_pvalue(drops: int, examples: int, null: float = CODEC_NULL_SCORE) -> float:
@@ -169,9 +184,55 @@ def codec_reference_pvalue(drops: int, examples: int, reference_drops: int, refe
     return float(fisher_exact(table, alternative="greater").pvalue)
 
 
+def codec_evidence(
+    drops: int, examples: int, reference: tuple[int, int] | None = None, null: float = CODEC_NULL_SCORE
+) -> Evidence:
+    """CoDeC's :class:`Evidence` from ``drops`` of ``examples``: against a reference of known-unseen
+    examples ``(drops, examples)`` where one was scored (:func:`codec_reference_pvalue`; no weaker null:
+    the reference says what data of its kind scores), else against the calibrated ``null``
+    (:func:`codec_calibrated_pvalue`) with the binomial test against 1/2 as the weaker null.
+
+    >>> codec_evidence(30, 40, null=0.9).kind_p_value < 0.01, codec_evidence(47, 48, (27, 48)).kind_p_value
+    (True, None)
+    """
+    if reference is not None:
+        return Evidence(codec_reference_pvalue(drops, examples, *reference))
+    return Evidence(codec_calibrated_pvalue(drops, examples, null), codec_calibrated_pvalue(drops, examples, 0.5))
+
+
+def codec_examples_needed(score: float, null: float = CODEC_NULL_SCORE, alpha: float = ALPHA / 2) -> int | None:
+    """About how many examples a CoDeC score of ``score`` needs for its binomial test against ``null``
+    (:func:`codec_calibrated_pvalue`) to reject at ``alpha`` (default: Holm's first step in a table of
+    one task and two tests): the smallest n (to 1%, by bisection over n) with P(X >= round(score n)) <=
+    ``alpha`` for X ~ Binomial(n, null). None where ``score`` is not above ``null`` (no number of
+    examples then rejects) or where it would take more than 10^7.
+
+    >>> codec_examples_needed(0.99), codec_examples_needed(0.95)
+    (290, None)
+    """
+    if not 0 <= score <= 1:
+        raise ValueError(f"score must be in [0, 1], got {score!r}")
+    if score <= null:
+        return None
+
+    def rejects(n: int) -> bool:
+        return codec_calibrated_pvalue(min(n, round(score * n)), n, null) <= alpha
+
+    high = 1
+    while not rejects(high):
+        high *= 2
+        if high > 10**7:
+            return None
+    low = high // 2
+    while high - low > max(1, low // 100):
+        middle = (low + high) // 2
+        low, high = (low, middle) if rejects(middle) else (middle, high)
+    return high
+
+
 def verdict_of(flags: Mapping[str, bool | None], like_its_kind: bool = False) -> str:
     """The verdict from each test's flag (True: rejects; False: does not; None: did not apply) and
-    whether CoDeC's score is significantly above 1/2 (``like_its_kind``).
+    whether a weaker null (CoDeC against 1/2) rejects (``like_its_kind``).
 
     >>> verdict_of({"codec": False, "exchangeability": True}), verdict_of({"codec": True, "exchangeability": None})
     ('contaminated', 'contaminated')
@@ -189,65 +250,59 @@ def verdict_of(flags: Mapping[str, bool | None], like_its_kind: bool = False) ->
 
 @dataclass(frozen=True)
 class Decision:
-    """One task's verdict: each test's p-value (CoDeC's against its reference where the task has one,
-    else against :data:`CODEC_NULL_SCORE`) and its Holm-adjusted value over the table (None where it
-    did not apply), each flag, CoDeC's adjusted p-value against 1/2 (``codec_half_adjusted``; None
-    with a reference), the verdict, what was detected, and the reference's ``(drops, examples)``."""
+    """One task's verdict: per test (the tests of the table, in its order) the raw p-value and its
+    Holm-adjusted value over the table (None where it did not apply), its flag, the Holm-adjusted
+    p-value against its weaker null (``kind_adjusted``: None where it has none), and the verdict."""
 
     p_values: dict[str, float | None]
     adjusted: dict[str, float | None]
     flags: dict[str, bool | None]
-    codec_half_adjusted: float | None
+    kind_adjusted: dict[str, float | None]
     verdict: str
-    reference: tuple[int, int] | None = None
 
     @property
-    def detected(self) -> list[str]:
-        """What the rejecting tests detected (:data:`DETECTS`), in :data:`TESTS` order."""
-        return [DETECTS[test] for test in TESTS if self.flags.get(test)]
+    def rejecting(self) -> list[str]:
+        """The tests that reject, in the table's order."""
+        return [test for test, flag in self.flags.items() if flag]
+
+    @property
+    def missing(self) -> list[str]:
+        """The tests that did not apply, in the table's order."""
+        return [test for test, flag in self.flags.items() if flag is None]
 
 
-def decide_table(
-    tasks: Mapping[str, Mapping[str, object]],
-    alpha: float = ALPHA,
-    codec_null: float = CODEC_NULL_SCORE,
-) -> dict[str, Decision]:
-    """Every task's :class:`Decision`. ``tasks``: task -> ``{"codec": (drops, examples) or None,
-    "exchangeability": p-value or None}``, and optionally ``"codec_reference": (drops, examples)`` of
-    a reference of known-unseen examples (:data:`REFERENCE`; CoDeC is then tested against it,
-    :func:`codec_reference_pvalue`). Holm's correction runs over every p-value of the table (both
-    tests of every task); a second one over the CoDeC tests against 1/2 of the tasks without a
-    reference decides "inconclusive".
+def decide_table(tasks: Mapping[str, Mapping[str, Evidence | None]], alpha: float = ALPHA) -> dict[str, Decision]:
+    """Every task's :class:`Decision`. ``tasks``: task -> test -> its :class:`Evidence` (None: the test
+    did not apply); the table's tests are every test named for any task, in order of first mention.
+    Holm's correction runs over every p-value of the table (every test of every task); a second one
+    over the weaker nulls' p-values decides "inconclusive".
 
-    >>> found = decide_table({"a": {"codec": (990, 1000), "exchangeability": 0.6}, "b": {"codec": (20, 40), "exchangeability": 0.001}})
-    >>> found["a"].verdict, found["a"].detected, found["b"].verdict, found["b"].detected
-    ('contaminated', ['seen example by example'], 'contaminated', ['seen in its published order'])
+    >>> found = decide_table({"a": {"codec": codec_evidence(990, 1000), "exchangeability": Evidence(0.6)},
+    ...                       "b": {"codec": codec_evidence(20, 40), "exchangeability": Evidence(0.001)}})
+    >>> found["a"].verdict, found["a"].rejecting, found["b"].verdict, found["b"].rejecting
+    ('contaminated', ['codec'], 'contaminated', ['exchangeability'])
     """
+    tests = list(dict.fromkeys(test for found in tasks.values() for test in found))
     p_values: dict[tuple[str, str], float] = {}
-    half: dict[str, float] = {}
-    for task, tests in tasks.items():
-        unknown = set(tests) - {*TESTS, REFERENCE}
-        if unknown:
-            raise ValueError(f"{task}: unknown test(s) {sorted(unknown)}; the verdict's tests are {TESTS}")
-        if tests.get("codec") is not None:
-            drops, examples = tests["codec"]
-            if tests.get(REFERENCE) is not None:
-                p_values[task, "codec"] = codec_reference_pvalue(drops, examples, *tests[REFERENCE])
-            else:
-                p_values[task, "codec"] = codec_calibrated_pvalue(drops, examples, codec_null)
-                half[task] = codec_calibrated_pvalue(drops, examples, 0.5)
-        if tests.get("exchangeability") is not None:
-            p_values[task, "exchangeability"] = float(tests["exchangeability"])
-    adjusted, half_adjusted = _holm(p_values), _holm(half)
+    kind: dict[tuple[str, str], float] = {}
+    for task, found in tasks.items():
+        for test, evidence in found.items():
+            if evidence is None:
+                continue
+            if not isinstance(evidence, Evidence):
+                raise TypeError(f"{task}: {test}'s evidence must be an Evidence (or None), got {evidence!r}")
+            p_values[task, test] = evidence.p_value
+            if evidence.kind_p_value is not None:
+                kind[task, test] = evidence.kind_p_value
+    adjusted, kind_adjusted = _holm(p_values), _holm(kind)
     decisions = {}
     for task in tasks:
-        raw = {test: p_values.get((task, test)) for test in TESTS}
-        adj = {test: adjusted.get((task, test)) for test in TESTS}
+        raw = {test: p_values.get((task, test)) for test in tests}
+        adj = {test: adjusted.get((task, test)) for test in tests}
         flags = {test: None if p is None else bool(p <= alpha) for test, p in adj.items()}
-        kind = half_adjusted.get(task)
-        like_its_kind = kind is not None and kind <= alpha
-        reference = tuple(tasks[task][REFERENCE]) if raw["codec"] is not None and tasks[task].get(REFERENCE) else None
-        decisions[task] = Decision(raw, adj, flags, kind, verdict_of(flags, like_its_kind), reference)
+        weaker = {test: kind_adjusted.get((task, test)) for test in tests}
+        like_its_kind = any(p is not None and p <= alpha for p in weaker.values())
+        decisions[task] = Decision(raw, adj, flags, weaker, verdict_of(flags, like_its_kind))
     return decisions
 
 
@@ -258,10 +313,10 @@ def _holm(p_values: dict) -> dict:
     return dict(zip(p_values, (float(p) for p in holm_adjusted(list(p_values.values()))), strict=True))
 
 
-def decide(tests: Mapping[str, object], alpha: float = ALPHA, codec_null: float = CODEC_NULL_SCORE) -> Decision:
+def decide(tests: Mapping[str, Evidence | None], alpha: float = ALPHA) -> Decision:
     """:func:`decide_table` of one task (Holm over its own tests only).
 
-    >>> decide({"codec": (30, 40), "exchangeability": 0.5}, codec_null=0.9).verdict  # 0.75: above 1/2, not 0.9
+    >>> decide({"codec": codec_evidence(30, 40, null=0.9), "exchangeability": Evidence(0.5)}).verdict
     'inconclusive'
     """
-    return decide_table({"task": tests}, alpha, codec_null)["task"]
+    return decide_table({"task": tests}, alpha)["task"]

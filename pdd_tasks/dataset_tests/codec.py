@@ -42,7 +42,8 @@ import numpy as np
 
 from pdd_metrics import codec
 from pdd_metrics.codec import DEFAULT_CONTEXT_EXAMPLES, context_draws
-from pdd_tasks.dataset_tests.core import DatasetTest, NotApplicable, or_null, register, string
+from pdd_metrics.verdict import CODEC_NULL_SCORE, Evidence, codec_evidence, codec_examples_needed
+from pdd_tasks.dataset_tests.core import DatasetTest, NotApplicable, Reading, or_null, register, string
 from pdd_tasks.registry import Setting, whole_number, whole_number_or_zero, with_stderr
 
 
@@ -304,6 +305,58 @@ METRICS = {
 }
 
 
+def _drops(values) -> tuple[int, int] | None:
+    """``(drops, examples)`` from CoDeC's score and example count; None where no example was scored."""
+    examples = int(values["codec_examples"])
+    return (round(values["codec_score"] * examples), examples) if examples > 0 else None
+
+
+def codec_reading_evidence(values, reference) -> Evidence | None:
+    """CoDeC's evidence (:func:`pdd_metrics.verdict.codec_evidence`): against the reference's share of
+    drops where one was scored, else against the calibrated null with 1/2 as the weaker null."""
+    own = _drops(values)
+    against = None if reference is None else _drops(reference)
+    if own is None or (reference is not None and against is None):
+        return None
+    return codec_evidence(*own, against)
+
+
+def codec_shown(values, reference) -> str:
+    """``0.994 [0.987, 0.997] of 1000``, and the reference's score where there is one."""
+    shown = (
+        f"{values['codec_score']:.3f} [{values['codec_score_ci95_low']:.3f}, {values['codec_score_ci95_high']:.3f}] "
+        f"of {int(values['codec_examples'])}"
+    )
+    if reference is not None:
+        shown += f" vs reference {reference['codec_score']:.3f} of {int(reference['codec_examples'])}"
+    return shown
+
+
+def codec_advice(values, reference) -> str:
+    """What would decide a score above 1/2 that its calibrated null does not reject: where the score is
+    above the null, more examples (:func:`pdd_metrics.verdict.codec_examples_needed`), else a reference."""
+    if reference is not None:
+        return ""
+    needed = codec_examples_needed(values["codec_score"])
+    if needed is not None and needed > values["codec_examples"]:
+        return f"needs about {needed:,} examples at this score, or a reference of known-unseen examples"
+    return (
+        f"above 1/2, not above {CODEC_NULL_SCORE:g} (unseen data of its kind): give a reference of known-unseen "
+        "examples"
+    )
+
+
+READING = Reading(
+    label="CoDeC",
+    detects="seen example by example",
+    result_keys=("codec_score", "codec_score_ci95_low", "codec_score_ci95_high", "codec_examples"),
+    evidence=codec_reading_evidence,
+    shown=codec_shown,
+    evidence_anchor="dataset-tests.md#codec-null",
+    advice=codec_advice,
+)
+
+
 CODEC = register(
     DatasetTest(
         name="codec",
@@ -318,6 +371,7 @@ CODEC = register(
         documents=codec_documents,
         requests=codec_arguments,
         item=codec_delta,
+        reading=READING,
         distinct_examples=True,
         compares_to_reference=True,
     )

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pdd_metrics.repeats import find_repeats
+from pdd_metrics.verdict import Evidence
 from pdd_tasks.errors import UserError
 from pdd_tasks.loading.examples import ExampleSource
 from pdd_tasks.registry import Setting, SettingError, check_metadata_keys, flag, whole_number
@@ -94,6 +95,43 @@ def string(non_empty: bool) -> Callable[[str, Any], str]:
     return check
 
 
+#: One test's values from a results JSON: its result key (``codec_score``) -> the value for one task.
+Values = Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How the verdict, ``lm-eval-pdd table``, the report and its contamination board read a test's
+    results (:mod:`pdd_tasks.tools.results.contamination`): declared on the test's entry, so a test added
+    by one entry is read, decided and shown with the others.
+
+    Attributes:
+        label: its column and its name in a verdict line ("CoDeC").
+        detects: what its rejection means, as the verdict line says it ("seen example by example").
+        result_keys: the metrics (of :attr:`DatasetTest.metrics`) it is read from, the first its own
+            value; a task's reading is left out of the verdict, as damaged, where one is missing or
+            damaged. A test that :attr:`~DatasetTest.compares_to_reference` reads the same keys of the
+            reference (:func:`reference_metric`).
+        evidence: ``evidence(values, reference)`` -> its :class:`pdd_metrics.verdict.Evidence` (the
+            p-value, and where it has one the p-value against a weaker null), or None where the values
+            give none (no example scored); ``reference``: the reference's values, or None.
+        shown: ``shown(values, reference)`` -> its decisive number in a few words ("0.994 [0.987,
+            0.997] of 1000"), for a verdict line, a table cell and the board.
+        evidence_anchor: the docs page and anchor of its measured level and power, cited by every
+            verdict line it decides ("dataset-tests.md#codec-null").
+        advice: ``advice(values, reference)`` -> what would decide a task whose verdict is
+            "inconclusive" by this test's weaker null (a reference, more examples); "" for a test without one.
+    """
+
+    label: str
+    detects: str
+    result_keys: tuple[str, ...]
+    evidence: Callable[[Values, Values | None], Evidence | None]
+    shown: Callable[[Values, Values | None], str]
+    evidence_anchor: str
+    advice: Callable[[Values, Values | None], str] = lambda values, reference: ""
+
+
 @dataclass(frozen=True)
 class DatasetTest:
     """One dataset-level test.
@@ -120,6 +158,8 @@ class DatasetTest:
         requests: ``requests(document, settings)`` -> its ``(context, continuation)`` pairs, in order.
         item: ``item(document, results)`` -> the value every metric aggregates, from the answers to
             ``requests`` (lm-eval's ``(log-likelihood, is_greedy)`` pairs).
+        reading: how its results are read into the verdict, the table, the report and the board
+            (:class:`Reading`).
         distinct_examples: it assumes distinct examples (a repeat changes its answer): repeats are
             scored once unless ``keep_duplicates`` is set (the setting is added where this is true).
             Where false, repeats are counted and reported but kept (e.g. the exchangeability test,
@@ -145,6 +185,7 @@ class DatasetTest:
     documents: Callable[[list[str], Any, str, Any], tuple[list[dict], dict]]
     requests: Callable[[dict, Any], list[tuple[str, str]]]
     item: Callable[[dict, list], Any]
+    reading: Reading
     distinct_examples: bool = False
     compares_to_reference: bool = False
     contamination_defaults: dict = field(default_factory=dict)
@@ -155,6 +196,11 @@ class DatasetTest:
         names = [setting.name for setting in every]
         if len(set(names)) != len(names):
             raise RuntimeError(f"dataset-level test {self.name!r} declares a setting twice: {names}")
+        missing = [key for key in self.reading.result_keys if key not in self.metrics]
+        if not self.reading.result_keys or missing:
+            raise RuntimeError(
+                f"dataset-level test {self.name!r}: its reading's result_keys {missing or '()'} are none of its metrics"
+            )
         unknown = set(self.contamination_defaults) - set(names)
         if unknown:
             raise RuntimeError(

@@ -45,7 +45,8 @@ from pdd_metrics.exchangeability import (
     shard_permutations,
     sharded_comparison_test,
 )
-from pdd_tasks.dataset_tests.core import DatasetTest, NotApplicable, or_null, register, string
+from pdd_metrics.verdict import Evidence
+from pdd_tasks.dataset_tests.core import DatasetTest, NotApplicable, Reading, or_null, register, string
 from pdd_tasks.registry import Setting, whole_number, whole_number_or_zero
 
 
@@ -241,6 +242,18 @@ METRICS = {
 }
 
 
+READING = Reading(
+    label="exchangeability",
+    detects="seen in its published order",
+    result_keys=("exchangeability_pvalue", "exchangeability_shards"),
+    evidence=lambda values, reference: Evidence(float(values["exchangeability_pvalue"])),
+    shown=lambda values, reference: (
+        f"p {values['exchangeability_pvalue']:.2g} over {int(values['exchangeability_shards'])} shards"
+    ),
+    evidence_anchor="dataset-tests.md#exchangeability-power",
+)
+
+
 EXCHANGEABILITY = register(
     DatasetTest(
         name="exchangeability",
@@ -255,6 +268,7 @@ EXCHANGEABILITY = register(
         documents=shard_documents,
         requests=exchangeability_arguments,
         item=exchangeability_item,
+        reading=READING,
         # beside an eval, 1 permutation a shard: the check then costs about the eval (its cost is
         # (permutations + 1) passes over the file, whatever the shards), and the t-test holds its level
         # there (docs/dataset-tests.md, "What a check costs")

@@ -105,12 +105,12 @@ def test_the_model_tuned_example_by_example_is_called_contaminated(news_tasks, t
     table = print_method_table(tmp_path / "out")
     print(f"\ntuned model:\n{table}")
     assert "| contaminated |" in verdict_row(table, "news_local"), table
-    line = next(line for line in table.splitlines() if line.startswith("- **news_local: "))
-    assert "contaminated: seen example by example (CoDeC rejects" in line
+    line = next(line for line in table.splitlines() if line.startswith("- news_local: "))
+    assert "contaminated: seen example by example (CoDeC " in line and " vs reference " in line
     # the same numbers without the reference: CoDeC against its calibrated null cannot reach it at 48
     # examples, so the verdict is the one a reference answers ("inconclusive": seen this or its kind)
     without = json.loads(json.dumps(results))
     for key in [key for key in without["results"]["pdd_contamination"] if key.startswith("reference_")]:
         del without["results"]["pdd_contamination"][key]
     del without["configs"]["pdd_contamination"]["metadata"]["contamination"]["news_local"]["codec"]["reference"]
-    assert contamination_checks(without).rows[0][6] == "inconclusive"
+    assert contamination_checks(without).rows[0][8] == "inconclusive"

@@ -9,18 +9,18 @@ import json
 from .harness import run_lm_eval, tasks_path
 
 
-def results_of(tasks: dict) -> dict:
+def results_of(tasks: dict, examples: int = 1000) -> dict:
     """A results JSON of ``arc_easy`` (multiple choice) and the given source tasks' pdd_contamination
-    metrics: task -> (CoDeC drops of 1,000, exchangeability p-value or None)."""
+    metrics: task -> (CoDeC drops of ``examples``, exchangeability p-value or None)."""
     values, summary = {}, {}
     for task, (drops, p_value) in tasks.items():
         values |= {
-            f"codec_score/{task},none": drops / 1000,
+            f"codec_score/{task},none": drops / examples,
             f"codec_score_ci95_low/{task},none": 0.0,
             f"codec_score_ci95_high/{task},none": 1.0,
-            f"codec_examples/{task},none": 1000,
+            f"codec_examples/{task},none": examples,
         }
-        summary[task] = {"examples": 1000, "codec": {"scored": 1000}, "exchangeability": {"shards": 10}}
+        summary[task] = {"examples": examples, "codec": {"scored": examples}, "exchangeability": {"shards": 10}}
         if p_value is None:
             summary[task]["exchangeability"] = {"not_applicable": "2 shards are longer than the context"}
         else:

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from support.harness import cpu_float32, harness_args, read_results, read_samples, run_lm_eval
 
+from pdd_metrics.verdict import Evidence
 from pdd_tasks.dataset_tests import DATASET_TESTS, core
-from pdd_tasks.dataset_tests.core import DatasetTest, DuplicateTestError
+from pdd_tasks.dataset_tests.checks import check_dataset_test
+from pdd_tasks.dataset_tests.core import DatasetTest, DuplicateTestError, Reading
 from pdd_tasks.registry import Setting, whole_number, with_stderr
 
 
@@ -53,6 +55,18 @@ def mean_loglik(items) -> float:
     return float(np.mean(items))
 
 
+#: The toy test's reading: its p-value is exp(mean log-likelihood), "detecting" a benchmark the model
+#: finds likely (a toy: it holds no level).
+TOY_READING = Reading(
+    label="toy",
+    detects="seen as a toy",
+    result_keys=("toy_loglik_mean", "toy_loglik_examples"),
+    evidence=lambda values, reference: Evidence(min(1.0, float(np.exp(values["toy_loglik_mean"])))),
+    shown=lambda values, reference: f"mean {values['toy_loglik_mean']:.2f} of {int(values['toy_loglik_examples'])}",
+    evidence_anchor="adding-a-method.md#adding-a-dataset-level-test",
+)
+
+
 TOY = DatasetTest(
     name="toy_loglik",
     title="the toy test",
@@ -66,7 +80,61 @@ TOY = DatasetTest(
     documents=lambda examples, settings, source, model: ([{"text": text} for text in examples], {"source": source}),
     requests=lambda doc, settings: [("", doc["text"])] * settings.repeat,
     item=lambda doc, results: float(np.mean([result[0] for result in results])),
+    reading=TOY_READING,
 )
+
+
+@pytest.mark.parametrize("test", [*DATASET_TESTS.values(), TOY], ids=lambda test: test.name)
+def test_every_registered_test_and_a_toy_one_pass_the_battery(test):
+    check_dataset_test(test)
+
+
+def test_the_battery_names_what_an_entry_gets_wrong():
+    bad = dataclasses.replace(TOY, reading=dataclasses.replace(TOY_READING, evidence_anchor="/tmp/notes.txt"))
+    with pytest.raises(AssertionError, match="'toy_loglik': evidence_anchor '/tmp/notes.txt' is not a docs"):
+        check_dataset_test(bad)
+    wordy = dataclasses.replace(TOY, reading=dataclasses.replace(TOY_READING, shown=lambda values, ref: "x" * 200))
+    with pytest.raises(AssertionError, match="shown must be a few words"):
+        check_dataset_test(wordy)
+    with pytest.raises(RuntimeError, match="result_keys \\['toy_mean'\\] are none of its metrics"):
+        dataclasses.replace(TOY, reading=dataclasses.replace(TOY_READING, result_keys=("toy_mean",)))
+
+
+def test_a_test_added_by_one_entry_is_in_the_verdict_the_table_and_the_board(monkeypatch, tmp_path):
+    # the verdict, `table`, the report and the board know no test by name: they read the registry
+    from support.results import results_of
+
+    from pdd_tasks.tools.report.contamination_board import contamination_board, contamination_columns
+    from pdd_tasks.tools.report.tables import contamination_checks
+    from pdd_tasks.tools.results.runs import find_runs
+
+    monkeypatch.setitem(DATASET_TESTS, TOY.name, TOY)
+    results = results_of({"arc_easy": (500, 0.5), "gsm8k": (500, 0.5)})
+    values = results["results"]["pdd_contamination"]
+    for task, mean in (("arc_easy", np.log(1e-4)), ("gsm8k", np.log(0.5))):
+        values |= {f"toy_loglik_mean/{task},none": mean, f"toy_loglik_examples/{task},none": 5}
+        results["configs"]["pdd_contamination"]["metadata"]["contamination"][task]["toy_loglik"] = {"documents": 5}
+    checks = contamination_checks(results)
+    assert checks.header[-5:-2] == ["toy", "toy p", "toy Holm p"]
+    rows = {row[0]: row for row in checks.rows}
+    assert rows["arc_easy"][-2] == "contaminated" and rows["gsm8k"][-2] == "not detected"
+    assert rows["arc_easy"][-5] == "mean -9.21 of 5"
+    line = checks.verdicts[0]
+    assert line.startswith("arc_easy: contaminated: seen as a toy (toy mean -9.21 of 5, Holm p 0.0006)"), line
+    assert line.endswith("[evidence: adding-a-method.md#adding-a-dataset-level-test]")
+    # Holm's family counts the toy's p-values too: 2 tasks x 3 tests
+    assert "across the 6 p-value(s)" in checks.notes[-1]
+    # the board: its columns and its cells
+    results["config"] = {"model": "hf", "model_args": "pretrained=org/model"}
+    file = tmp_path / "org__model" / "results_2026-01-01T00-00-00.000000.json"
+    file.parent.mkdir()
+    file.write_text(json.dumps(results))
+    board = contamination_board(find_runs([tmp_path]))
+    assert {"toy_loglik_mean", "toy_loglik_examples", "toy_loglik_p", "toy_loglik_p_holm"} <= set(
+        contamination_columns()
+    )
+    assert board.cell("org/model", "arc_easy")["detected"] == "seen as a toy"
+    assert "toy mean -9.21 of 5, Holm p 0.0006" in board.cell_lines("org/model", "arc_easy")
 
 
 def test_a_new_test_runs_through_the_task_class_from_its_entry_alone(tiny_model, tmp_path, monkeypatch):

@@ -15,9 +15,9 @@ import pytest
 from support.results import results_of
 
 from pdd_metrics.multiple_testing import holm_adjusted
-from pdd_metrics.verdict import codec_calibrated_pvalue, decide
+from pdd_metrics.verdict import Evidence, codec_calibrated_pvalue, codec_evidence, decide
 from pdd_tasks.tools.cli import main
-from pdd_tasks.tools.report.contamination_board import CONTAMINATION_COLUMNS, contamination_board, model_names
+from pdd_tasks.tools.report.contamination_board import contamination_board, contamination_columns, model_names
 from pdd_tasks.tools.report.tables import contamination_checks
 from pdd_tasks.tools.results.runs import find_runs
 
@@ -79,9 +79,9 @@ def test_the_matrix_decides_per_model_over_all_its_runs(runs, tmp_path, capsys):
     assert [row["codec_p_holm"] for row in a] == pytest.approx(adjusted[:3])
     assert [row["exchangeability_p_holm"] for row in a] == pytest.approx(adjusted[3:])
     # gsm8k's exchangeability p 0.015 rejects alone, and in its run's own table (Holm over 4), not over the model's 6
-    assert decide({"codec": (20, 1000), "exchangeability": 0.015}).verdict == "contaminated"
+    assert decide({"codec": codec_evidence(20, 1000), "exchangeability": Evidence(0.015)}).verdict == "contaminated"
     table = {row[0]: row for row in contamination_checks(json.loads(files[0].read_text())).rows}
-    assert table["gsm8k"][6] == "contaminated"
+    assert table["gsm8k"][8] == "contaminated"
     assert adjusted[4] == pytest.approx(0.075) and rows["model-a", "gsm8k"]["verdict"] == "not detected"
     assert rows["model-a", "arc_easy"]["detected"] == "seen example by example"
     assert rows["model-a", "hellaswag"]["run"] == str(files[1])
@@ -92,7 +92,7 @@ def test_the_matrix_decides_per_model_over_all_its_runs(runs, tmp_path, capsys):
     raw_b = [codec_calibrated_pvalue(850, 1000), 0.5, codec_calibrated_pvalue(30, 1000)]
     adjusted_b = holm_adjusted(raw_b)
     assert (b["codec_p_holm"], b["exchangeability_p_holm"]) == pytest.approx((adjusted_b[0], adjusted_b[1]))
-    assert b["codec_half_p_holm"] < 0.05 and b["detected"] == ""
+    assert b["codec_kind_p_holm"] < 0.05 and b["detected"] == ""
     assert b["accuracy_metric"] == "acc,none" and (b["accuracy"], b["accuracy_stderr"]) == (0.5, 0.05)
     gsm8k = rows["org/model-b", "gsm8k"]
     assert gsm8k["exchangeability_p"] is None and gsm8k["exchangeability_shards"] is None
@@ -113,7 +113,7 @@ def test_the_csv_the_markdown_and_the_html(runs, tmp_path, capsys):
     board = json.loads((out / "contamination.json").read_text())
     with (out / "contamination.csv").open() as stream:
         rows = list(csv.DictReader(stream))
-    assert tuple(rows[0]) == CONTAMINATION_COLUMNS
+    assert tuple(rows[0]) == contamination_columns()
     assert [(r["model"], r["benchmark"], r["verdict"]) for r in rows] == [
         (r["model"], r["benchmark"], r["verdict"]) for r in board["rows"]
     ]
@@ -123,22 +123,20 @@ def test_the_csv_the_markdown_and_the_html(runs, tmp_path, capsys):
             "" if expected["exchangeability_p"] is None else str(expected["exchangeability_p"])
         )
 
-    p = codec_calibrated_pvalue(990, 1000)
     markdown = (out / "report.md").read_text()
     assert "## Contamination leaderboard" in markdown
     assert "| model | arc_easy | gsm8k | hellaswag |" in markdown
     assert (
-        f"| model-a | **contaminated: seen example by example**; CoDeC 0.990 [0.000, 1.000] (1000 examples), p {p:.3g}"
-        in markdown
+        "| model-a | **contaminated: seen example by example**; CoDeC 0.990 [0.000, 1.000] of 1000, Holm p " in markdown
     )
     assert "| org/model-b | **inconclusive**; CoDeC 0.850" in markdown
-    assert "| **no verdict**; CoDeC 0.030 [0.000, 1.000] (1000 examples)" in markdown
+    assert "| **no verdict**; CoDeC 0.030 [0.000, 1.000] of 1000" in markdown
     assert "exchangeability did not apply; why: exchangeability: 2 shards are longer than the context | - |" in markdown
     assert "## Leaderboard" not in markdown  # no labelled pdd task: no membership leaderboard table
     page = (out / "report.html").read_text()
     assert "<h2>Contamination leaderboard</h2>" in page
-    assert "<td><b>contaminated: seen example by example</b><br>CoDeC 0.990 [0.000, 1.000] (1000 examples)" in page
-    assert "exchangeability p 0.6 (10 shards), Holm 1</td>" in page
+    assert "<td><b>contaminated: seen example by example</b><br>CoDeC 0.990 [0.000, 1.000] of 1000" in page
+    assert "exchangeability p 0.6 over 10 shards, Holm p 1</td>" in page
     assert "<a href='contamination.csv'>contamination.csv</a>" in page
 
 
@@ -185,4 +183,4 @@ def test_two_checkpoints_of_one_name_keep_their_full_names():
 def test_every_column_is_documented():
     page = (ROOT / "docs" / "report.md").read_text(encoding="utf-8")
     section = page[page.index("### Contamination leaderboard columns") :]
-    assert [column for column in CONTAMINATION_COLUMNS if f"`{column}`" not in section] == []
+    assert [column for column in contamination_columns() if f"`{column}`" not in section] == []

@@ -261,7 +261,7 @@ def test_unlabelled_and_exchangeability_runs_are_named_not_dropped(odd_runs, tmp
     assert len(left) == 2
     assert str(files[2]) in left[0] and "unlabelled texts" in left[0] and "lm-eval-pdd decisions" in left[0]
     pvalue = json.loads(files[3].read_text())["results"]["pdd_exchangeability"]["exchangeability_pvalue,none"]
-    assert str(files[3]) in left[1] and f"p-value {pvalue:.3g} from 4 shards" in left[1]
+    assert str(files[3]) in left[1] and f"p {pvalue:.2g} over 4 shards" in left[1] and "exchangeability test" in left[1]
 
     returncode, stdout, _ = cli(capsys, "table", str(out))
     assert returncode == 0
@@ -269,10 +269,10 @@ def test_unlabelled_and_exchangeability_runs_are_named_not_dropped(odd_runs, tmp
         "No labelled pdd task in the results (no <method>_auc metric). Not in this table: pdd_custom: unlabelled"
         in stdout
     )
-    assert "Not in this table: pdd_exchangeability: a test of the texts' order" in stdout
+    assert "Not in this table: pdd_exchangeability: a dataset-level test (the exchangeability test)" in stdout
     # alone, they are a message naming why, not a traceback
     returncode, _, stderr = cli(capsys, "report", str(files[3]), "--out", str(tmp_path / "r2"))
-    assert returncode == 1 and "pdd_exchangeability of " in stderr and "p-value" in stderr
+    assert returncode == 1 and "pdd_exchangeability of " in stderr and "over 4 shards" in stderr
 
 
 @pytest.fixture

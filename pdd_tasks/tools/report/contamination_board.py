@@ -16,7 +16,7 @@ full name where two models would be shown alike).
   where two share it) is used, and each run left out is named in the notes.
 
 The report writes it as ``contamination.csv`` (one row per (model, benchmark), the columns of
-:data:`CONTAMINATION_COLUMNS`), ``contamination.json`` (those rows, the matrix of verdicts, the notes)
+:func:`contamination_columns`), ``contamination.json`` (those rows, the matrix of verdicts, the notes)
 and a section of ``report.html`` and ``report.md`` (docs/report.md, "The contamination leaderboard").
 """
 
@@ -29,40 +29,41 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE, Decision, decide_table
-from pdd_tasks.tools.report.tables import markdown_table, shown
-from pdd_tasks.tools.results.contamination import (
-    VERDICT_TESTS,
-    ContaminationValues,
-    accuracy_of,
-    contamination_values,
-)
+from pdd_tasks.dataset_tests import DATASET_TESTS
+from pdd_tasks.dataset_tests.core import reference_metric
+from pdd_tasks.tools.report.tables import VERDICT_RULE, markdown_table, shown
+from pdd_tasks.tools.results.contamination import ContaminationValues, accuracy_of, contamination_values
 from pdd_tasks.tools.results.runs import Run
 
 
-#: The columns of ``contamination.csv`` and of the rows of ``contamination.json`` (stable; docs/report.md).
-CONTAMINATION_COLUMNS = (
-    "model",
-    "benchmark",
-    "verdict",
-    "detected",
-    "codec_score",
-    "codec_ci95_low",
-    "codec_ci95_high",
-    "codec_examples",
-    "codec_reference_score",
-    "codec_reference_examples",
-    "codec_p",
-    "codec_p_holm",
-    "codec_half_p_holm",
-    "exchangeability_p",
-    "exchangeability_p_holm",
-    "exchangeability_shards",
-    "not_applied",
-    "accuracy_metric",
-    "accuracy",
-    "accuracy_stderr",
-    "run",
-)
+def test_columns(name: str) -> tuple[str, ...]:
+    """The columns of one dataset-level test (its registry entry's reading): its result keys, the
+    reference's where it compares to one, its p-value, Holm-adjusted, and Holm-adjusted against its
+    weaker null (``<test>_kind_p_holm``, empty for a test without one)."""
+    test = DATASET_TESTS[name]
+    keys = test.reading.result_keys
+    reference = tuple(reference_metric(key) for key in keys) if test.compares_to_reference else ()
+    return (*keys, *reference, f"{name}_p", f"{name}_p_holm", f"{name}_kind_p_holm")
+
+
+def contamination_columns() -> tuple[str, ...]:
+    """The columns of ``contamination.csv`` and of the rows of ``contamination.json``: the cell, the
+    verdict, every registered test's columns (:func:`test_columns`, in registry order), why a test did
+    not apply, the benchmark's accuracy and the run (docs/report.md)."""
+    tests = tuple(column for name in DATASET_TESTS for column in test_columns(name))
+    return (
+        "model",
+        "benchmark",
+        "verdict",
+        "detected",
+        *tests,
+        "not_applied",
+        "accuracy_metric",
+        "accuracy",
+        "accuracy_stderr",
+        "run",
+    )
+
 
 #: The files of the contamination leaderboard.
 CONTAMINATION_FILES = ("contamination.csv", "contamination.json")
@@ -71,7 +72,7 @@ CONTAMINATION_FILES = ("contamination.csv", "contamination.json")
 @dataclass(frozen=True)
 class ContaminationBoard:
     """The matrix: ``models`` (rows, as shown) by ``benchmarks`` (columns), one row of
-    :data:`CONTAMINATION_COLUMNS` per (model, benchmark) tested in ``rows``, and the ``notes`` a reader
+    :func:`contamination_columns` per (model, benchmark) tested in ``rows``, and the ``notes`` a reader
     must know (Holm's family, the runs left out, untested cells)."""
 
     models: list[str]
@@ -91,34 +92,28 @@ class ContaminationBoard:
         }
 
     def cell_lines(self, model: str, benchmark: str) -> list[str] | None:
-        """A matrix cell as lines: the verdict (and what was detected), each test's value and its p-values,
-        raw and Holm-adjusted, and why a test did not apply; None where the model's runs did not test the
+        """A matrix cell as lines: the verdict (and what was detected), each test's decisive number (its
+        reading's ``shown``) and its Holm-adjusted p-value, and why a test did not apply; None where the model's runs did not test the
         benchmark."""
         row = self.cell(model, benchmark)
         if row is None:
             return None
         verdict = row["verdict"] + (f": {row['detected']}" if row["detected"] else "")
-        if row["codec_p"] is None:
-            codec = "CoDeC did not apply"
-        else:
-            codec = (
-                f"CoDeC {row['codec_score']:.3f} [{row['codec_ci95_low']:.3f}, {row['codec_ci95_high']:.3f}] "
-                f"({row['codec_examples']} examples)"
-                + (
-                    f" vs its reference {row['codec_reference_score']:.3f} ({row['codec_reference_examples']} examples)"
-                    if row["codec_reference_examples"]
-                    else ""
-                )
-                + f", p {row['codec_p']:.3g}, Holm {row['codec_p_holm']:.3g}"
+        lines = [verdict]
+        for name, test in DATASET_TESTS.items():
+            if row[f"{name}_p"] is None:
+                lines.append(f"{test.reading.label} did not apply")
+                continue
+            own = {key: row[key] for key in test.reading.result_keys}
+            reference = (
+                {key: row[reference_metric(key)] for key in test.reading.result_keys}
+                if test.compares_to_reference and row[reference_metric(test.reading.result_keys[0])] is not None
+                else None
             )
-        if row["exchangeability_p"] is None:
-            exchangeability = "exchangeability did not apply"
-        else:
-            exchangeability = (
-                f"exchangeability p {row['exchangeability_p']:.3g} ({row['exchangeability_shards']} shards), "
-                f"Holm {row['exchangeability_p_holm']:.3g}"
+            lines.append(
+                f"{test.reading.label} {test.reading.shown(own, reference)}, Holm p {row[f'{name}_p_holm']:.3g}"
             )
-        return [verdict, codec, exchangeability] + ([f"why: {row['not_applied']}"] if row["not_applied"] else [])
+        return lines + ([f"why: {row['not_applied']}"] if row["not_applied"] else [])
 
     def markdown(self) -> str:
         """The matrix as a Markdown table (a cell's lines joined by "; ", the verdict bold; "-": not
@@ -151,7 +146,7 @@ class ContaminationBoard:
         """Write :data:`CONTAMINATION_FILES` into the folder ``out``; returns them."""
         csv_file, json_file = (out / name for name in CONTAMINATION_FILES)
         with csv_file.open("w", newline="") as stream:
-            writer = csv.DictWriter(stream, fieldnames=CONTAMINATION_COLUMNS)
+            writer = csv.DictWriter(stream, fieldnames=contamination_columns())
             writer.writeheader()
             writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in self.rows)
         json_file.write_text(json.dumps(self.to_json(), indent=1) + "\n")
@@ -194,44 +189,39 @@ def model_names(models: list[str]) -> dict[str, str]:
 
 
 def _row(model: str, benchmark: str, run: Run, read: ContaminationValues, decision: Decision) -> dict:
-    """The row of :data:`CONTAMINATION_COLUMNS` of one (model, benchmark): the values of the run used,
+    """The row of :func:`contamination_columns` of one (model, benchmark): the values of the run used,
     the decision of the model's table. A test's columns are empty where it did not apply or its values
     are unusable (``not_applied`` says which)."""
-    codec, exchangeability = (read.found[benchmark][test] for test in VERDICT_TESTS)
     accuracy = accuracy_of(run.results["results"].get(benchmark)) or (None, None, None)
     row = {
         "model": model,
         "benchmark": benchmark,
         "verdict": decision.verdict,
-        "detected": "; ".join(decision.detected),
-        "codec_score": read.metric("codec_score", benchmark) if codec is not None else None,
-        "codec_ci95_low": read.metric("codec_score_ci95_low", benchmark) if codec is not None else None,
-        "codec_ci95_high": read.metric("codec_score_ci95_high", benchmark) if codec is not None else None,
-        "codec_examples": codec[1] if codec is not None else None,
-        "codec_reference_score": read.metric("reference_codec_score", benchmark) if decision.reference else None,
-        "codec_reference_examples": decision.reference[1] if decision.reference else None,
-        "codec_p": decision.p_values["codec"],
-        "codec_p_holm": decision.adjusted["codec"],
-        "codec_half_p_holm": decision.codec_half_adjusted,
-        "exchangeability_p": decision.p_values["exchangeability"],
-        "exchangeability_p_holm": decision.adjusted["exchangeability"],
-        "exchangeability_shards": (
-            int(read.metric("exchangeability_shards", benchmark)) if exchangeability is not None else None
-        ),
+        "detected": "; ".join(DATASET_TESTS[test].reading.detects for test in decision.rejecting),
         "not_applied": _not_applied(read, benchmark),
         "accuracy_metric": accuracy[0],
         "accuracy": accuracy[1],
         "accuracy_stderr": accuracy[2],
         "run": str(run.file),
     }
-    return {column: row[column] for column in CONTAMINATION_COLUMNS}
+    for name in DATASET_TESTS:
+        row |= dict.fromkeys(test_columns(name))
+        if read.found[benchmark][name] is not None:
+            own, reference = read.readings[benchmark, name]
+            row |= own | {reference_metric(key): value for key, value in (reference or {}).items()}
+        row |= {
+            f"{name}_p": decision.p_values.get(name),
+            f"{name}_p_holm": decision.adjusted.get(name),
+            f"{name}_kind_p_holm": decision.kind_adjusted.get(name),
+        }
+    return {column: row[column] for column in contamination_columns()}
 
 
 def _not_applied(read: ContaminationValues, benchmark: str) -> str:
     """``"exchangeability: 2 shards are longer than the context"``: each test left out of the verdict
     and why (the run's summary; values unusable in the results JSON; not in the results), "; "-joined."""
     reasons = read.not_applicable(benchmark)
-    for test in VERDICT_TESTS:
+    for test in DATASET_TESTS:
         if read.found[benchmark][test] is None and test not in reasons:
             keys = read.damaged.get((benchmark, test))
             reasons[test] = (
@@ -245,19 +235,15 @@ def _not_applied(read: ContaminationValues, benchmark: str) -> str:
 def _notes(board: ContaminationBoard, used: dict, superseded: list[tuple[str, str, Run]]) -> list[str]:
     """What a reader of the matrix must know: Holm's family (each model's count of p-values), what a
     verdict means, each run left out and the cells not tested."""
-    tests = Counter(row["model"] for row in board.rows for test in VERDICT_TESTS if row[f"{test}_p"] is not None)
+    tests = Counter(row["model"] for row in board.rows for test in DATASET_TESTS if row[f"{test}_p"] is not None)
     counts = ", ".join(f"{model} {tests[model]}" for model in board.models)
     notes = [
         f"One row per model, one column per benchmark (a source task of pdd_contamination). Holm's correction "
-        f"runs per model, over every p-value of that model's benchmarks in these runs (CoDeC and exchangeability "
-        f"of each; p-values per model: {counts}), family-wise error rate {ALPHA}: a verdict is about a model, so "
-        "its family is every test of the model, and a p-value that rejects alone, or in a run's own contamination "
-        f"table, may not reject here. CoDeC's p-value is against its calibrated null {CODEC_NULL_SCORE:g}, not "
-        "1/2, or, for a benchmark with a reference of known-unseen examples of its kind, the one-sided Fisher exact "
-        "test against the reference's score. contaminated: a test rejects (what it detected is named); inconclusive: none does, but CoDeC's score "
-        "is significantly above 1/2 (the model has seen this benchmark or data of its kind); not detected: none "
-        "does and both applied (no evidence of a clean benchmark); no verdict: none does and a test did not apply. "
-        "Every number per model and benchmark: contamination.csv, contamination.json (docs/report.md)."
+        f"runs per model, over every p-value of that model's benchmarks in these runs (every test of each; "
+        f"p-values per model: {counts}), family-wise error rate {ALPHA}: a verdict is about a model, so a p-value "
+        "that rejects alone, or in a run's own contamination table, may not reject here. "
+        + VERDICT_RULE
+        + " Every number per model and benchmark: contamination.csv, contamination.json (docs/report.md)."
     ]
     left_out: dict[tuple[str, Run], list[str]] = {}
     for model, benchmark, run in superseded:

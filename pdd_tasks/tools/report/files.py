@@ -560,10 +560,11 @@ def _html_cell(lines: list[str] | None) -> str:
 
 
 def _html_verdict(line: str) -> str:
-    """A verdict line of :class:`pdd_tasks.tools.report.tables.ContaminationChecks` (``**task: verdict.** controls``)
-    in HTML, its bold part bold."""
-    bold, _, rest = line.removeprefix("**").partition("**")
-    return f"<b>{html.escape(bold)}</b>{html.escape(rest)}"
+    """A verdict line of :class:`pdd_tasks.tools.report.tables.ContaminationChecks` (``task: verdict: why``)
+    in HTML, ``task: verdict`` bold."""
+    task, _, rest = line.partition(": ")
+    verdict, _, why = rest.partition(": ")
+    return f"<b>{html.escape(f'{task}: {verdict}')}</b>: {html.escape(why)}"
 
 
 _CSS = (

@@ -3,8 +3,9 @@
 The method table has methods as rows and (task, metric) as columns, the blind baseline first where
 the run has it, each value with its standard error where the results JSON has one. Every run found
 is shown (a folder holding two runs gives two tables, oldest first). A run of ``pdd_contamination``
-gets its contamination table (accuracy, CoDeC, exchangeability, Holm, verdict per standard task),
-each verdict citing the measured level and power of the tests. The report
+gets its contamination table (accuracy, each registered dataset-level test's value and p-values, the
+verdict per standard task) and a verdict line per task (:func:`verdict_line`), citing the evidence
+for the deciding test's level and power by its docs anchor. The report
 (:mod:`pdd_tasks.tools.report.files`) shows the same tables. The runs are read by
 :mod:`pdd_tasks.tools.results`.
 """
@@ -14,16 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from pdd_tasks.dataset_tests import DATASET_TESTS
 from pdd_tasks.loading import repeats
 from pdd_tasks.loading.files import read_json
 from pdd_tasks.registry import EM_MIA, METHOD_NAMES, label
 from pdd_tasks.tasks.aggregations import BLIND
-from pdd_tasks.tools.results.contamination import (
-    TEST_KEYS,
-    VERDICT_TESTS,
-    accuracy_of,
-    contamination_values,
-)
+from pdd_tasks.tools.results.contamination import ContaminationValues, accuracy_of, contamination_values
 from pdd_tasks.tools.results.runs import (
     Counts,
     ResultsError,
@@ -114,15 +111,17 @@ def _groups(results: dict) -> set[str]:
     )
 
 
-def _dataset_test_line(what: str, values: dict, metric: str, count: str, unit: str, keys: str) -> str:
-    """``what`` followed by a dataset-level test's value (``metric``), from how many ``unit``, and
-    where its metrics are in the results JSON (``keys``)."""
-    value, number = values.get(f"{metric},none"), values.get(f"{count},none")
+def _dataset_test_line(test, values: dict) -> str:
+    """What a task that runs one dataset-level test alone (``pdd_codec``) found: its decisive number
+    (its reading's ``shown``) and where its metrics are in the results JSON."""
+    own = {key: values.get(f"{key},none") for key in test.reading.result_keys}
+    number = (
+        test.reading.shown(own, None)
+        if all(isinstance(v, (int, float)) for v in own.values())
+        else "n/a (damaged or missing)"
+    )
     return (
-        f"{what} "
-        + (f"{value:.3g}" if isinstance(value, (int, float)) else "n/a")
-        + (f" from {number} {unit}" if isinstance(number, int) else "")
-        + f" (results JSON: {keys})"
+        f"a dataset-level test ({test.title}), not a per-text membership score: {number} (results JSON: {test.name}_*)"
     )
 
 
@@ -144,22 +143,15 @@ def left_out(results: dict) -> list[tuple[str, str]]:
                 "flagged shares, PTDI identification counts and dataset-test p-values are in the results JSON, and `lm-eval-pdd decisions "
                 "<output_path>` lists each text's decision"
             )
-        elif "exchangeability_pvalue" in keys:
-            why = _dataset_test_line(
-                "a test of the texts' order (exchangeability), not a per-text membership score: p-value",
-                values, "exchangeability_pvalue", "exchangeability_shards", "shards", "exchangeability_*",
-            )  # fmt: skip
-        elif "codec_score" in keys:
-            why = _dataset_test_line(
-                "a dataset-level contamination score (CoDeC), not a per-text membership score:",
-                values, "codec_score", "codec_examples", "examples", "codec_*",
-            )  # fmt: skip
+        elif test := next((t for t in DATASET_TESTS.values() if t.reading.result_keys[0] in keys), None):
+            why = _dataset_test_line(test, values)
         elif task == "pdd_contamination":
             why = (
                 "dataset-level contamination checks of standard tasks: the contamination table below"
                 if contamination_checks(results)
                 else "dataset-level contamination checks of standard tasks, but the results JSON holds none of their "
-                "metrics (codec_score/<task>, exchangeability_pvalue/<task>), so there is no table to show: re-run "
+                f"metrics ({', '.join(f'{t.reading.result_keys[0]}/<task>' for t in DATASET_TESTS.values())}), so "
+                "there is no table to show: re-run "
                 "lm_eval to write them"
             )
         elif task.startswith("pdd_"):
@@ -186,14 +178,8 @@ def _accuracy(values: dict | None) -> str:
 #: The controls the verdict cites (written by ``benchmarks/contamination_controls.py --package-data``).
 CONTROLS_FILE = "contamination_controls.json"
 
-#: A standard task's lm-eval output type -> the shape of the benchmark-shaped files of the controls.
-SHAPE_OF_OUTPUT_TYPE = {"multiple_choice": "multiple_choice", "generate_until": "free_answer"}
 #: The exposure controls in :data:`CONTROLS_FILE`: files of 48 examples, and of CoDeC's default 1,000.
 EXPOSURE_KEYS = ("exposure_controls", "exposure_controls_default_size")
-SHAPE_LABELS = {"multiple_choice": "multiple-choice (ARC-shaped)", "free_answer": "free-answer (GSM8K-shaped)"}
-
-
-TEST_LABELS = {"codec": "CoDeC", "exchangeability": "exchangeability"}
 
 
 def contamination_controls() -> dict | None:
@@ -206,94 +192,6 @@ def contamination_controls() -> dict | None:
     return read_json(Path(str(file))) if file.is_file() else None
 
 
-def _share(value: float, files: int) -> str:
-    return f"{round(value * files)}/{files}"
-
-
-def controls_line(controls: dict | None, shape: str | None) -> str:
-    """What the controls measured for files of ``shape`` (None: the task's shape is unknown, both are
-    cited), per kind of exposure: the exchangeability test on files packed in their order (its level
-    on untouched files, its power after each number of epochs), CoDeC on files seen example by
-    example (its level at the calibrated null on untouched files and on unseen files of the shape
-    with the tuned models, its power), with the commands that measured them."""
-    if not controls:
-        return "The level and power of the tests were not measured (no contamination_controls.json in the package)."
-    from pdd_metrics.verdict import ALPHA
-
-    parts = []
-    for name in [shape] if shape in controls["shapes"] else list(controls["shapes"]):
-        found = controls["shapes"][name]
-        level, files = found["level"], found["level"]["files"]
-        epochs = sorted(found["power"], key=int)
-        power = "/".join("yes" if found["power"][e]["exchangeability"] else "no" for e in epochs)
-        steps = [str(found["power"][e].get("optimizer_steps", "?")) for e in epochs]
-        parts.append(
-            f"seen in its published order ({SHAPE_LABELS.get(name, name)} files of "
-            f"{(found.get('sizes') or controls['sizes'])['examples']} examples packed in blocks of 8): the "
-            f"exchangeability test called {_share(level['exchangeability'], files)} untouched files contaminated and detected the "
-            f"models tuned {'/'.join(epochs)} epoch(s) ({'/'.join(steps)} optimizer steps): {power} (one model each; "
-            f"`{command_of(controls, name)}`)"
-        )
-    measured = set()
-    for key in EXPOSURE_KEYS:
-        exposures = controls.get(key) or {}
-        measured |= set(exposures.get("shapes", {}))
-        parts += _exposure_parts(exposures, shape)
-    if shape and shape not in measured:
-        parts.append(f"CoDeC on {SHAPE_LABELS.get(shape, shape)} files seen example by example: not measured")
-    level = controls.get("exchangeability_level")
-    if level:
-        rates = ", ".join(
-            f"{cell} {min(values):.3f}-{max(values):.3f}" for cell, values in level["rejects_at_alpha"].items()
-        )
-        parts.append(
-            f"the exchangeability test's level on {level['files']} untouched files (random orders of each shard "
-            f"resampled as the canonical one; rejections at p <= {level['alpha']:g} per shards x permutations): "
-            f"{rates} (`{level['command']}`)"
-        )
-    diverse = controls.get("diverse_level")
-    if diverse:
-        files = diverse["files"]
-        parts.append(
-            f"on {files} untouched files of varied content ({diverse['source']}) CoDeC's binomial p against 1/2 was "
-            f"<= {ALPHA} on {_share(diverse['codec_alone'], files)}"
-        )
-    return f"Measured with {controls['model']}: {'; '.join(parts)}; docs/dataset-tests.md, Controls."
-
-
-def _exposure_parts(exposures: dict, shape: str | None) -> list[str]:
-    """The exposure controls of one size (``exposures``: a summary of ``contamination_controls.py
-    --exposure``) for files of ``shape`` (None: every shape measured): CoDeC's level on untouched files
-    and on unseen files of the shape with the tuned models, its power on the files tuned on."""
-    from pdd_metrics.verdict import CODEC_NULL_SCORE
-
-    parts = []
-    measured = exposures.get("shapes", {})
-    for name in [shape] if shape in measured else [] if shape else list(measured):
-        found = measured[name]
-        untuned = found["untuned"]
-        tuned = ", ".join(
-            f"after {'/'.join(map(str, sorted(set(cells['optimizer_steps']))))} optimizer steps the tuned files scored "
-            f"{'/'.join(f'{v:.3f}' for v in cells['file']['codec_scores'])} "
-            f"({_share(cells['file']['codec_calibrated_rejects'], cells['file']['files'])} detected at this size) and "
-            f"unseen files of the shape {'/'.join(f'{v:.3f}' for v in cells['unseen']['codec_scores'])} "
-            f"({_share(cells['unseen']['codec_calibrated_rejects'], cells['unseen']['files'])} flagged)"
-            for cells in found["tuned"].values()
-        )
-        parts.append(
-            f"seen example by example ({SHAPE_LABELS.get(name, name)} files of {exposures['sizes']['examples']:,} "
-            f"examples): CoDeC against its calibrated null ({CODEC_NULL_SCORE:g}) called "
-            f"{_share(untuned['codec_calibrated_rejects'], untuned['files'])} untouched files contaminated, and with the models "
-            f"tuned on each file ({exposures['sizes']['tuning_seeds']} seeds) {tuned} (`{found.get('command') or exposures['command']}`)"
-        )
-    return parts
-
-
-def command_of(controls: dict, shape: str) -> str:
-    """The command that measured the controls of ``shape``."""
-    return ((controls.get("runs_of_shapes") or {}).get(shape) or {}).get("command") or controls["command"]
-
-
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     """A Markdown table: the header, its rule and one line per row (a ``|`` inside a cell escaped)."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -304,7 +202,7 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 @dataclass(frozen=True)
 class ContaminationChecks:
     """``pdd_contamination``'s results as a table: ``header``, one row per source task, one verdict
-    line per task and the notes under the table."""
+    line per task (:func:`verdict_line`) and the notes under the table."""
 
     header: list[str]
     rows: list[list[str]]
@@ -321,128 +219,102 @@ class ContaminationChecks:
         )
 
 
-def _verdict_text(task: str, decision, shape: str | None, controls: dict | None) -> str:
-    from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE
+#: The longest reason a verdict line quotes for a test that did not apply (the table has it whole).
+REASON_CHARACTERS = 70
 
-    def shown(test: str) -> str:
-        if decision.adjusted[test] is None:
-            return f"{TEST_LABELS[test]} did not apply"
-        if test == "codec" and decision.reference:
-            drops, n = decision.reference
-            return (
-                f"CoDeC against its reference of known-unseen examples (which scored {drops / n:.3f} of {n}) "
-                f"Holm-adjusted p {decision.adjusted[test]:.3g}"
-            )
-        return f"{TEST_LABELS[test]} Holm-adjusted p {decision.adjusted[test]:.3g}"
 
-    tests = ", ".join(shown(test) for test in decision.adjusted)
-    rejecting = " and ".join(TEST_LABELS[test] for test, flag in decision.flags.items() if flag)
-    missing = " and ".join(TEST_LABELS[test] for test, flag in decision.flags.items() if flag is None)
-    why = {  # each built only for its verdict (CoDeC's p against 1/2 exists only where CoDeC applied)
-        "contaminated": lambda: (
-            f"contaminated: {' and '.join(decision.detected)} ({rejecting} "
-            f"{'reject' if ' and ' in rejecting else 'rejects'} at {ALPHA} after Holm's correction over the table; {tests})"
-        ),
-        "inconclusive": lambda: (
-            f"inconclusive: CoDeC's score is above 1/2 (the model has seen this benchmark or data of its "
-            f"kind and format; Holm-adjusted p {decision.codec_half_adjusted:.3g}) but not above {CODEC_NULL_SCORE:g}, what "
-            f"unseen data of a kind the model was tuned on scored in the controls, so CoDeC cannot tell which ({tests})"
-        ),
-        "not detected": lambda: (
-            f"not detected: no test rejects at {ALPHA} after Holm's correction over the table ({tests}); "
-            "that is no evidence of a clean benchmark, given the power below"
-        ),
-        "no verdict": lambda: (
-            f'no verdict: it needs both CoDeC and the exchangeability test to say "not detected" ({missing} '
-            f"did not apply, and no test that did rejects; {tests})"
-        ),
-    }[decision.verdict]()
-    return f"**{task}: {why}.** {controls_line(controls, shape)}"
+def verdict_line(task: str, decision, read: ContaminationValues) -> str:
+    """One task's verdict in one line of about 200 characters at most: the verdict, what was detected,
+    the decisive number of each test that decides it (its reading's ``shown``) with its Holm-adjusted
+    p-value, what would decide an "inconclusive" or "no verdict", and the docs anchor of the evidence
+    for the deciding test's level and power (its reading's ``evidence_anchor``). The full numbers
+    are in the table, the results JSON and ``contamination.json``.
+
+    ``decision``: the task's :class:`pdd_metrics.verdict.Decision`; ``read``: its run's values."""
+    from pdd_metrics.verdict import ALPHA
+
+    def number(test: str) -> str:
+        return f"{DATASET_TESTS[test].reading.label} {read.shown(task, test)}, Holm p {decision.adjusted[test]:.2g}"
+
+    applied = [test for test, flag in decision.flags.items() if flag is not None]
+    if decision.verdict == "contaminated":
+        deciding = decision.rejecting
+        what = " and ".join(DATASET_TESTS[test].reading.detects for test in deciding)
+        body = f"{what} ({'; '.join(map(number, deciding))})"
+    elif decision.verdict == "inconclusive":
+        deciding = [test for test, p in decision.kind_adjusted.items() if p is not None and p <= ALPHA]
+        reading = DATASET_TESTS[deciding[0]].reading
+        body = f"{reading.label} {read.shown(task, deciding[0])}: {reading.advice(*read.readings[task, deciding[0]])}"
+    elif decision.verdict == "not detected":
+        deciding = applied
+        body = "; ".join(map(number, deciding))
+    else:
+        deciding = decision.missing
+        reasons = read.not_applicable(task)
+        missing = []
+        for test in deciding:
+            why = reasons.get(test) or ("unusable values" if (task, test) in read.damaged else "not run")
+            why = why if len(why) <= REASON_CHARACTERS else why[: REASON_CHARACTERS - 3].rstrip() + "..."
+            missing.append(f"{DATASET_TESTS[test].reading.label} did not apply ({why})")
+        body = "; ".join(missing + [number(test) for test in applied])
+    anchor = DATASET_TESTS[deciding[0]].reading.evidence_anchor if deciding else None
+    return f"{task}: {decision.verdict}: {body}" + (f" [evidence: {anchor}]" if anchor else "")
 
 
 def contamination_checks(results: dict) -> ContaminationChecks | None:
     """A ``pdd_contamination`` run: per source task, its accuracy from the same results JSON (where the
-    run evaluated it), CoDeC's score with its 95% interval and its p-value against the calibrated null
-    (:func:`pdd_metrics.verdict.codec_calibrated_pvalue`), the exchangeability test's p-value, both
-    Holm-adjusted across every p-value of the table, why a test did not apply, and a verdict that
-    fires on either test and names what it detected (:func:`pdd_metrics.verdict.decide_table`),
-    citing the measured level and power of each test (:func:`controls_line`). None without
-    ``pdd_contamination`` in the results."""
+    run evaluated it), each registered dataset-level test's decisive number (its reading's ``shown``),
+    its p-value and its Holm-adjusted value across every p-value of the table, why a test did not apply,
+    and a verdict that fires on any test and names what it detected
+    (:func:`pdd_metrics.verdict.decide_table`), with one verdict line per task (:func:`verdict_line`).
+    None without ``pdd_contamination`` in the results."""
     read = contamination_values(results)
     if read is None:
         return None
-    values, summary, tasks, found, damaged = read.values, read.summary, read.tasks, read.found, read.damaged
-    from pdd_metrics.verdict import CODEC_NULL_SCORE, decide_table
+    values, summary, tasks, damaged = read.values, read.summary, read.tasks, read.damaged
+    from pdd_metrics.verdict import ALPHA, decide_table
 
-    decisions = decide_table(found)
+    decisions = decide_table(read.found)
     count = sum(p is not None for d in decisions.values() for p in d.p_values.values())
-    controls = contamination_controls()
-    header = [
-        "task",
-        "accuracy",
-        "CoDeC score [95% CI] (examples)",
-        f"CoDeC p (null {CODEC_NULL_SCORE:g}, or vs reference)",
-        "exchangeability p (shards)",
-        "Holm-adjusted p: CoDeC, exchangeability",
-        "verdict",
-        "not applied",
-    ]
+    labels = {name: test.reading.label for name, test in DATASET_TESTS.items()}
+    header = ["task", "accuracy"]
+    for name in labels.values():
+        header += [name, f"{name} p", f"{name} Holm p"]
+    header += ["verdict", "not applied"]
     rows, verdicts = [], []
     for task in tasks:
         decision = decisions[task]
-        codec = codec_p = exchangeability = "-"
-        if decision.p_values["codec"] is not None:
-            codec = (
-                f"{values[f'codec_score/{task},none']:.3f} [{values[f'codec_score_ci95_low/{task},none']:.3f}, "
-                f"{values[f'codec_score_ci95_high/{task},none']:.3f}] ({values[f'codec_examples/{task},none']:.0f})"
-            )
-            codec_p = f"{decision.p_values['codec']:.3g}"
-            if decision.reference:
-                task_values = {m: values[f"reference_{m}/{task},none"] for m in TEST_KEYS["codec"]}
-                codec += (
-                    f"; reference {task_values['codec_score']:.3f} [{task_values['codec_score_ci95_low']:.3f}, "
-                    f"{task_values['codec_score_ci95_high']:.3f}] ({task_values['codec_examples']:.0f})"
-                )
-                codec_p += " (vs reference)"
-        if decision.p_values["exchangeability"] is not None:
-            exchangeability = (
-                f"{decision.p_values['exchangeability']:.3g} ({values[f'exchangeability_shards/{task},none']:.0f})"
-            )
-        holm = ", ".join(
-            f"{decision.adjusted[t]:.3g}" if decision.adjusted[t] is not None else "-" for t in VERDICT_TESTS
-        )
-        reasons = [f"{test}: {why}" for test, why in read.not_applicable(task).items()]
+        cells = []
+        for test in DATASET_TESTS:
+            if (task, test) in damaged:
+                cells += ["n/a (damaged)", "-", "-"]
+            elif decision.p_values[test] is None:
+                cells += ["-", "-", "-"]
+            else:
+                reference = " (vs reference)" if read.readings[task, test][1] is not None else ""
+                cells += [
+                    read.shown(task, test),
+                    f"{decision.p_values[test]:.3g}{reference}",
+                    f"{decision.adjusted[test]:.3g}",
+                ]
+        reasons = [f"{labels[test]}: {why}" for test, why in read.not_applicable(task).items() if test in labels]
         reasons += [
-            f"{TEST_LABELS[test]}: not shown, the results JSON's "
+            f"{labels[test]}: not shown, the results JSON's "
             + "; ".join(
                 f"{', '.join(found)} {what}"
                 for found, what in (
-                    ([k for k in keys if k in values and k.startswith("codec_examples") and values[k] == 0], "is 0"),
                     ([k for k in keys if k in values and values[k] is None], "is damaged (see the warnings)"),
                     ([k for k in keys if k not in values], "is missing"),
+                    ([k for k in keys if values.get(k) is not None], "gives no p-value (e.g. no example scored)"),
                 )
                 if found
             )
             for (name, test), keys in damaged.items()
             if name == task
         ]
-        if (task, "codec") in damaged:
-            codec = "n/a (damaged)"
-        if (task, "exchangeability") in damaged:
-            exchangeability = "n/a (damaged)"
-        output_type = (results.get("configs", {}).get(task) or {}).get("output_type")
-        verdicts.append(_verdict_text(task, decision, SHAPE_OF_OUTPUT_TYPE.get(output_type), controls))
+        verdicts.append(verdict_line(task, decision, read))
         rows.append(
-            [
-                task,
-                _accuracy(results["results"].get(task)),
-                codec,
-                codec_p,
-                exchangeability,
-                holm,
-                decision.verdict,
-                "; ".join(reasons) or "-",
-            ]
+            [task, _accuracy(results["results"].get(task)), *cells, decision.verdict, "; ".join(reasons) or "-"]
         )
     notes = (
         []
@@ -453,17 +325,23 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
             "is not known. Re-run lm_eval to write it again."
         ]
     )
+    controls = contamination_controls()
     notes += [
-        f"Holm's correction across the {count} p-value(s) of this table (every task's CoDeC and exchangeability "
-        "test; family-wise error rate). Either test can call a task contaminated: CoDeC detects a benchmark seen "
-        "example by example, the exchangeability test one seen in its published order. CoDeC's p-value is the "
-        f"one-sided binomial test of its score against {CODEC_NULL_SCORE:g} (the upper 95% bound of the highest "
-        "score measured on unseen data of a kind the model was tuned on), not against 1/2: a model that has seen "
-        "data of a benchmark's kind scores its unseen examples far above 1/2 (docs/dataset-tests.md). Where a task "
-        "has a reference of known-unseen examples of its kind (pdd_contamination's references), CoDeC's p-value is "
-        "instead the one-sided Fisher exact test of the task's score against the reference's."
+        f"Holm's correction across the {count} p-value(s) of this table (every test of every task; family-wise "
+        f"error rate {ALPHA}); any test can call a task contaminated, each for the exposure it detects. "
+        + VERDICT_RULE
+        + (f" Level and power measured with {controls['model']}." if controls and controls.get("model") else "")
     ]
     return ContaminationChecks(header, rows, verdicts, notes)
+
+
+#: What the verdicts mean and where the evidence is, under every contamination table and board.
+VERDICT_RULE = (
+    "contaminated: a test rejects; inconclusive: none does, but CoDeC's score is significantly above 1/2 and not "
+    "above what unseen data of its kind scored in the controls (a reference of known-unseen examples decides it); not "
+    "detected: none does and every test applied (no evidence of a clean benchmark); no verdict: none does and a test "
+    "did not apply. The rule, its measured level and power: docs/dataset-tests.md#the-verdict-either-test-each-for-its-own-kind-of-exposure."
+)
 
 
 def contamination_table(results: dict) -> str | None:

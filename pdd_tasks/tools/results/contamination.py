@@ -1,6 +1,6 @@
-"""What a ``pdd_contamination`` run's results hold, read in one place: per source task, the values
-of each test of the verdict (CoDeC, the exchangeability test) as :func:`pdd_metrics.verdict.decide_table`
-takes them, the keys that are damaged or missing, why a test did not apply, and the task's accuracy.
+"""What a ``pdd_contamination`` run's results hold, read in one place: per source task, the evidence
+of each registered dataset-level test as :func:`pdd_metrics.verdict.decide_table` takes it (each read
+by its registry entry), the keys that are damaged or missing, why a test did not apply, and the task's accuracy.
 
 The per-run contamination table (:func:`pdd_tasks.tools.report.tables.contamination_checks`) and the
 report's contamination leaderboard (:mod:`pdd_tasks.tools.report.contamination_board`) read them here.
@@ -9,6 +9,9 @@ report's contamination leaderboard (:mod:`pdd_tasks.tools.report.contamination_b
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from pdd_tasks.dataset_tests import DATASET_TESTS
+from pdd_tasks.dataset_tests.core import reference_metric
 
 
 #: The accuracy-like metric of a standard task, first found first (multiple choice, then generation).
@@ -37,25 +40,15 @@ def accuracy_of(values: dict | None) -> tuple[str, float | None, float | None] |
     return None
 
 
-#: The tests of the verdict, as named in ``pdd_contamination``'s ``tests``.
-VERDICT_TESTS = ("codec", "exchangeability")
-#: The metrics (``<name>/<source task>``) each test's cells read; the first is the test's own value.
-TEST_KEYS = {
-    "codec": ("codec_score", "codec_score_ci95_low", "codec_score_ci95_high", "codec_examples"),
-    "exchangeability": ("exchangeability_pvalue", "exchangeability_shards"),
-}
-
-
-def reference_drops(values: dict, task: str) -> tuple[int, int] | None:
-    """``(drops, examples)`` of CoDeC on ``task``'s reference of known-unseen examples
-    (``reference_codec_score/<task>``), None where the run had none (or it scored no example)."""
-    score, examples = (
-        values.get(f"reference_codec_score/{task},none"),
-        values.get(f"reference_codec_examples/{task},none"),
-    )
-    if score is None or not examples:
+def reference_values(values: dict, task: str, test) -> dict | None:
+    """``test``'s result keys on ``task``'s reference of known-unseen examples (``reference_codec_score/<task>``,
+    ...), None where the run scored none (a test that does not compare to a reference, or a key absent)."""
+    if not test.compares_to_reference:
         return None
-    return round(score * int(examples)), int(examples)
+    keys = {key: f"{reference_metric(key)}/{task},none" for key in test.reading.result_keys}
+    if not all(values.get(found) is not None for found in keys.values()):
+        return None
+    return {key: values[found] for key, found in keys.items()}
 
 
 @dataclass(frozen=True)
@@ -64,21 +57,32 @@ class ContaminationValues:
 
     ``values``: ``results.pdd_contamination`` (metrics ``<name>/<source task>,none``); ``summary``: its
     ``configs.pdd_contamination.metadata.contamination`` ({} where the results JSON has none); ``tasks``:
-    the source tasks; ``found``: per task the tests' values as :func:`pdd_metrics.verdict.decide_table`
-    takes them (``{"codec": (drops, examples) or None, "exchangeability": p-value or None}``, None where
-    the test did not apply or its values are unusable); ``damaged``: (task, test) -> the unusable keys
-    of a test that ran (a value the checks replaced by None, a key missing, no CoDeC example scored).
+    the source tasks; ``found``: task -> test (every registered test,
+    :data:`pdd_tasks.dataset_tests.DATASET_TESTS`) -> its :class:`pdd_metrics.verdict.Evidence` as its
+    entry's :class:`~pdd_tasks.dataset_tests.core.Reading` reads it, as
+    :func:`pdd_metrics.verdict.decide_table` takes it (None where the test did not apply or its values
+    are unusable); ``readings``: (task, test) -> (its result keys' values, the reference's or None) of
+    each test in ``found``; ``damaged``: (task, test) -> the unusable keys of a test that ran (a value
+    the checks replaced by None, a key missing, values that give no p-value).
     """
 
     values: dict
     summary: dict
     tasks: list[str]
     found: dict[str, dict]
+    readings: dict[tuple[str, str], tuple[dict, dict | None]]
     damaged: dict[tuple[str, str], list[str]]
 
     def metric(self, name: str, task: str):
         """The value of metric ``name`` (``codec_score``, ``exchangeability_shards``, ...) for ``task``, or None."""
         return self.values.get(f"{name}/{task},none")
+
+    def shown(self, task: str, test: str) -> str | None:
+        """``test``'s decisive number on ``task`` in a few words (its reading's ``shown``), None where it
+        is not in the verdict."""
+        if self.found[task].get(test) is None:
+            return None
+        return DATASET_TESTS[test].reading.shown(*self.readings[task, test])
 
     def not_applicable(self, task: str) -> dict[str, str]:
         """Test -> why it did not apply to ``task``, as the run's summary says."""
@@ -94,8 +98,9 @@ def contamination_values(results: dict) -> ContaminationValues | None:
     """The tests' values per source task of a ``pdd_contamination`` run (:class:`ContaminationValues`),
     the one place that reads them from a results JSON (the contamination table,
     :func:`pdd_tasks.tools.report.tables.contamination_checks`, and the report's contamination
-    leaderboard, :mod:`pdd_tasks.tools.report.contamination_board`). None without
-    ``pdd_contamination`` metrics in the results."""
+    leaderboard, :mod:`pdd_tasks.tools.report.contamination_board`), each test through its registry
+    entry's :class:`~pdd_tasks.dataset_tests.core.Reading`. None without ``pdd_contamination`` metrics
+    in the results."""
     values = results.get("results", {}).get("pdd_contamination")
     if not isinstance(values, dict) or not values:
         return None
@@ -108,30 +113,26 @@ def contamination_values(results: dict) -> ContaminationValues | None:
     tasks = [task for task in tasks if not task.endswith("_stderr")]
     if not tasks:
         return None
-    from pdd_metrics.verdict import REFERENCE
-
     found: dict[str, dict] = {}
+    readings: dict[tuple[str, str], tuple[dict, dict | None]] = {}
     damaged: dict[tuple[str, str], list[str]] = {}
     for task in tasks:
-        found[task] = dict.fromkeys(VERDICT_TESTS)
-        for test, names in TEST_KEYS.items():
-            keys = [f"{name}/{task},none" for name in names]
-            ran = (summary.get(task) or {}).get(test) if isinstance(summary.get(task), dict) else None
+        found[task] = dict.fromkeys(DATASET_TESTS)
+        for name, test in DATASET_TESTS.items():
+            keys = [f"{key}/{task},none" for key in test.reading.result_keys]
+            ran = (summary.get(task) or {}).get(name) if isinstance(summary.get(task), dict) else None
             if not any(key in values for key in keys) and not (isinstance(ran, dict) and "not_applicable" not in ran):
                 continue  # the test did not run on this task (its reason, if any, is in the summary)
             unusable = [key for key in keys if values.get(key) is None]
-            if test == "codec" and not unusable and values[keys[3]] == 0:
-                unusable = [keys[3]]  # no example scored: no score, no p-value
-            reference = reference_drops(values, task) if test == "codec" else None
-            if test == "codec" and isinstance(ran, dict) and ran.get("reference") and reference is None:
+            reference = reference_values(values, task, test)
+            if isinstance(ran, dict) and ran.get("reference") and reference is None:
                 # the run compared with a reference whose values are gone: not against the null instead
-                unusable += [f"reference_codec_score/{task},none", f"reference_codec_examples/{task},none"]
-            if unusable:
-                damaged[task, test] = unusable  # left out of the verdict, as a test that did not apply
-            elif test == "codec":
-                n = int(values[keys[3]])
-                found[task][test] = (round(values[keys[0]] * n), n)
-                found[task][REFERENCE] = reference
+                unusable += [f"{reference_metric(key)}/{task},none" for key in test.reading.result_keys]
+            own = {key: values[found_key] for key, found_key in zip(test.reading.result_keys, keys, strict=True)}
+            evidence = None if unusable else test.reading.evidence(own, reference)
+            if evidence is None:
+                damaged[task, name] = unusable or keys  # left out of the verdict, as a test that did not apply
             else:
-                found[task][test] = values[keys[0]]
-    return ContaminationValues(values, summary, tasks, found, damaged)
+                found[task][name] = evidence
+                readings[task, name] = (own, reference)
+    return ContaminationValues(values, summary, tasks, found, readings, damaged)
