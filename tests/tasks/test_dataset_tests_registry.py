@@ -22,9 +22,12 @@ def test_the_registered_tests_in_table_order():
         assert all(metric.startswith(f"{name}_") for metric in test.metrics)
 
 
-def test_a_test_registered_twice_is_refused(monkeypatch):
-    monkeypatch.setattr(core, "DATASET_TESTS", dict(DATASET_TESTS))
-    with pytest.raises(DuplicateTestError, match="'codec' is registered twice"):
+def test_a_test_registered_twice_is_refused_naming_both_citations():
+    """The rule is the registry's (tests/project/test_registries.py); a test's duplicate raises
+    DuplicateTestError, naming both citations."""
+    with pytest.raises(
+        DuplicateTestError, match=r"'codec' is registered twice \(citation '.+' and citation 'another paper'\)"
+    ):
         core.register(dataclasses.replace(DATASET_TESTS["codec"], citation="another paper"))
 
 
@@ -69,8 +72,12 @@ TOY = DatasetTest(
 )
 
 
-def test_a_new_test_runs_through_the_task_class_from_its_entry_alone(tiny_model, tmp_path, monkeypatch):
-    monkeypatch.setitem(DATASET_TESTS, TOY.name, TOY)
+def test_a_new_test_runs_through_the_task_class_from_its_entry_alone(tiny_model, tmp_path):
+    with DATASET_TESTS.added(TOY.name, TOY):
+        run_the_toy_test(tiny_model, tmp_path)
+
+
+def run_the_toy_test(tiny_model, tmp_path):
     tasks = tmp_path / "tasks"
     tasks.mkdir()
     (tasks / "pdd_toy_loglik.yaml").write_text(
