@@ -77,6 +77,7 @@ from pdd_tasks.backends.vllm_worker import (
     worker_runners,
 )
 from pdd_tasks.errors import UserError, excepthook_showing_user_errors
+from pdd_tasks.registries import Registry
 
 
 __all__ = [
@@ -146,7 +147,9 @@ def lm_eval_version_problem(installed: str) -> str | None:
     """
     if installed == LM_EVAL_VERSION:
         return None
-    lm_eval_parts = [patch.name for patch in PATCHES if patch is not SHOW_USER_ERRORS and patch.package == "lm_eval"]
+    lm_eval_parts = [
+        patch.name for patch in PATCHES.values() if patch is not SHOW_USER_ERRORS and patch.package == "lm_eval"
+    ]
     return (
         f"lm-eval {installed} is installed, but lm-eval-pdd works with lm-eval {LM_EVAL_VERSION} only: it "
         f"replaces parts of that release ({', '.join(lm_eval_parts)}: pdd_tasks/lm_eval_patches.py). "
@@ -570,8 +573,11 @@ SHOW_USER_ERRORS = Patch(
     replacement=excepthook_showing_user_errors,
 )
 
-#: Every change to lm-eval's behaviour, in the order :func:`apply` makes them.
-PATCHES: tuple[Patch, ...] = (
+#: Every change to lm-eval's behaviour by name, in the order :func:`apply` makes them.
+PATCHES: Registry[Patch] = Registry(
+    "lm-eval patch", unique_because="a patch's name marks its replacements and must be unique: rename one."
+)
+for _patch in (
     SHOW_USER_ERRORS,
     Patch(
         name="hf-loglikelihood",
@@ -721,7 +727,9 @@ PATCHES: tuple[Patch, ...] = (
         targets=lambda: [(_evaluator_utils(), "_collect_results")],
         replacement=_annotating_samples,
     ),
-)
+):
+    PATCHES.register(_patch.name, _patch)
+del _patch
 
 
 def apply() -> None:
@@ -735,7 +743,7 @@ def apply() -> None:
     """
     SHOW_USER_ERRORS.apply()
     check_lm_eval_version()
-    for patch in PATCHES:
+    for patch in PATCHES.values():
         patch.apply()
     if running_lm_eval_cli():
         show_log_lines()
@@ -758,7 +766,7 @@ def show_log_lines() -> None:
 
 def applied() -> list[str]:
     """The names of the patches in effect in this process."""
-    return [patch.name for patch in PATCHES if patch.is_applied()]
+    return [name for name, patch in PATCHES.items() if patch.is_applied()]
 
 
 # -- is this lm-eval's command line? -----------------------------------------------------------------

@@ -33,6 +33,7 @@ from pdd_metrics.repeats import find_repeats
 from pdd_metrics.verdict import Evidence
 from pdd_tasks.errors import UserError
 from pdd_tasks.loading.examples import ExampleSource
+from pdd_tasks.registries import DuplicateNameError, Registry
 from pdd_tasks.registry import Setting, SettingError, check_metadata_keys, flag, whole_number
 
 
@@ -226,12 +227,17 @@ class DatasetTest:
         return f"pdd_{self.name}"
 
 
-class DuplicateTestError(ValueError):
+class DuplicateTestError(DuplicateNameError):
     """A test name registered twice (a programming error, as in lm-eval's registry)."""
 
 
 #: Every registered dataset-level test by name, in registration order (= table order).
-DATASET_TESTS: dict[str, DatasetTest] = {}
+DATASET_TESTS: Registry[DatasetTest] = Registry(
+    "dataset-level test",
+    duplicate_error=DuplicateTestError,
+    describe=lambda test: f"citation {test.citation!r}",
+    unique_because="its name is its task's and its metrics' prefix and must be unique.",
+)
 
 
 def reference_metric(metric: str) -> str:
@@ -241,15 +247,9 @@ def reference_metric(metric: str) -> str:
 
 
 def register(test: DatasetTest) -> DatasetTest:
-    """Add ``test`` to :data:`DATASET_TESTS`; a name registered twice raises :class:`DuplicateTestError`
-    (its metrics and its task would replace the other's silently)."""
-    if test.name in DATASET_TESTS:
-        raise DuplicateTestError(
-            f"dataset-level test {test.name!r} is registered twice (citations: {DATASET_TESTS[test.name].citation!r} "
-            f"and {test.citation!r}): its name is its task's and its metrics' prefix and must be unique."
-        )
-    DATASET_TESTS[test.name] = test
-    return test
+    """Add ``test`` to :data:`DATASET_TESTS` under its name; a name registered twice raises
+    :class:`DuplicateTestError` (its metrics and its task would replace the other's silently)."""
+    return DATASET_TESTS.register(test.name, test)
 
 
 def read_settings(test: DatasetTest, metadata: dict, where: str, extra_keys=(), strict: bool = False):

@@ -1,7 +1,7 @@
 """The core of the method registry: :class:`Method` (one detection method), :data:`METHODS` (every
-method by name, in registration order = table order), :func:`register` (which refuses a name registered
-twice), :class:`TextInputs` (what a method sees of one text), :func:`prepare_hook`, the plain helpers
-of the reference implementations, and :func:`with_stderr` (an aggregation that carries its standard
+method by name, in registration order = table order: a :class:`pdd_tasks.registries.Registry`),
+:func:`register` (which refuses a name registered twice), :class:`TextInputs` (what a method sees of
+one text), :func:`prepare_hook`, the plain helpers of the reference implementations, and :func:`with_stderr` (an aggregation that carries its standard
 error).
 
 The entries are registered by the method families (:mod:`pdd_tasks.registry.reference_free`,
@@ -11,7 +11,6 @@ order.
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from pdd_tasks.registries import DuplicateNameError, Registry, load_path
 from pdd_tasks.registry.settings import Setting
 
 
@@ -120,39 +120,39 @@ class Method:
     requests_per_text: Callable[[Any], int] = lambda settings: 0
 
 
-class DuplicateMethodError(ValueError):
+class DuplicateMethodError(DuplicateNameError):
     """A method name registered twice (a programming error, as in lm-eval's registry)."""
 
 
 #: Every registered method by name, in registration order (= table order).
-METHODS: dict[str, Method] = {}
+METHODS: Registry[Method] = Registry(
+    "method",
+    duplicate_error=DuplicateMethodError,
+    describe=lambda method: f"citation {method.citation!r}",
+    unique_because="a method's name is the prefix of its metrics (<name>_auc, ...) and must be unique: rename one "
+    "of them.",
+)
 
 
 def register(method: Method) -> Method:
-    """Add ``method`` to :data:`METHODS`, after those registered before it (its place in tables).
+    """Add ``method`` to :data:`METHODS` under its name, after those registered before it (its place in
+    tables).
 
-    A name registered twice raises :class:`DuplicateMethodError`, as ``lm_eval.api.registry`` does
-    for a model or metric name: its metrics (``<name>_auc``) would otherwise replace the other
-    method's silently. Methods are registered at import, by their family's module:
-    :data:`~pdd_tasks.registry.scoring.SETTINGS` and :class:`~pdd_tasks.registry.scoring.ScoringSettings`
-    are built from them once every family is imported (:mod:`pdd_tasks.registry.scoring`).
+    A name registered twice raises :class:`DuplicateMethodError` (:class:`pdd_tasks.registries.Registry`'s
+    rule, as ``lm_eval.api.registry`` does for a model or metric name): its metrics (``<name>_auc``)
+    would otherwise replace the other method's silently. Methods are registered at import, by their
+    family's module: :data:`~pdd_tasks.registry.scoring.SETTINGS` and
+    :class:`~pdd_tasks.registry.scoring.ScoringSettings` are built from them once every family is
+    imported (:mod:`pdd_tasks.registry.scoring`).
     """
-    if method.name in METHODS:
-        raise DuplicateMethodError(
-            f"method {method.name!r} is registered twice in pdd_tasks.registry (citations: "
-            f"{METHODS[method.name].citation!r} and {method.citation!r}); a method name is the prefix of its "
-            f"metrics ({method.name}_auc, ...) and must be unique: rename one of them."
-        )
-    METHODS[method.name] = method
-    return method
+    return METHODS.register(method.name, method)
 
 
 def prepare_hook(path: str) -> Callable[[Any, Any], Any]:
     """The function a :attr:`Method.prepare` path ``"module:function"`` names, imported now."""
-    module, _, name = path.partition(":")
-    if not name:
+    if not path.partition(":")[2]:
         raise ValueError(f"prepare hook {path!r}: expected 'module:function'")
-    return getattr(importlib.import_module(module), name)
+    return load_path(path)
 
 
 # -- plain computations for the reference implementations ---------------------------------------

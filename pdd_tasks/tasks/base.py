@@ -62,7 +62,7 @@ def metric_list(methods: tuple[str, ...], settings=None) -> list[dict]:
         for name, aggregate in AGGREGATIONS.items()
     ] + [
         {"metric": f"{method.prefix}_{name}", "aggregation": aggregate, "higher_is_better": True}
-        for method in DATASET_METHODS
+        for method in DATASET_METHODS.values()
         if method.on(settings)
         for name, aggregate in method.aggregations.items()
     ]
@@ -257,7 +257,9 @@ class MembershipInferenceTask(ConfigurableTask):
         check_metadata_keys(metadata, self.metadata_keys(), config.get("task", type(self).__name__))
         self.settings = ScoringSettings.from_metadata(metadata)
         task = config.get("task", type(self).__name__)
-        self.dataset_methods = [method(task, self.settings) for method in DATASET_METHODS if method.on(self.settings)]
+        self.dataset_methods = [
+            method(task, self.settings) for method in DATASET_METHODS.values() if method.on(self.settings)
+        ]
         config["metric_list"] = self.build_metric_list(metadata)
         # Metric values come from process_results below; this stops the harness from looking the
         # metric names up in HF `evaluate`.

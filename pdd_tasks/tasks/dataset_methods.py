@@ -2,7 +2,8 @@
 
 A dataset-level method's score of a text depends on every text of the run, so it is computed by an
 aggregation once every text is scored, not by a :class:`~pdd_tasks.registry.Method`. Each is one class
-here, listed in :data:`DATASET_METHODS` (the order of their metrics). The task
+here, registered in :data:`DATASET_METHODS` under its prefix (a :class:`pdd_tasks.registries.Registry`;
+registration order is the order of their metrics). The task
 (:class:`pdd_tasks.tasks.base.MembershipInferenceTask`) makes one instance per run of each that is on
 (:meth:`DatasetMethod.on`) and calls it where it builds the metric list, the requests and the per-text
 items, and after aggregation:
@@ -27,6 +28,7 @@ from typing import Any, ClassVar
 from pdd_metrics import recall_score
 from pdd_tasks.backends.base import TokenScores
 from pdd_tasks.errors import UserError
+from pdd_tasks.registries import Registry
 from pdd_tasks.registry import EM_MIA, prefixed_pair
 from pdd_tasks.tasks.aggregations import BLIND, BLIND_AGGREGATIONS, EM_MIA_AGGREGATIONS, em_mia_final_scores
 
@@ -151,5 +153,9 @@ class EmMia(DatasetMethod):
             sample[f"{self.prefix}_score"] = scored[place]  # a repeated text's copies share its place
 
 
-#: The dataset-level methods, in the order of their metrics (after every per-text method's).
-DATASET_METHODS: tuple[type[DatasetMethod], ...] = (EmMia, Blind)
+#: The dataset-level methods by their prefix, in the order of their metrics (after every per-text method's).
+DATASET_METHODS: Registry[type[DatasetMethod]] = Registry(
+    "dataset-level method", unique_because="its name is the prefix of its metrics and must be unique."
+)
+DATASET_METHODS.register(EmMia.prefix, EmMia)
+DATASET_METHODS.register(Blind.prefix, Blind)

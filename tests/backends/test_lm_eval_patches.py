@@ -125,7 +125,7 @@ print(json.dumps({
     "changed": changed(before, first),
     "changed_again": changed(first, snapshot()),
     "applied": lm_eval_patches.applied(),
-    "listed": [patch.name for patch in lm_eval_patches.PATCHES],
+    "listed": list(lm_eval_patches.PATCHES),
     "inherited_kept": "loglikelihood" in vars(oc.OpenAICompletionsAPI)
         and oc.OpenAICompletionsAPI.loglikelihood.__qualname__ == "OpenAICompletionsAPI.loglikelihood",
 }))
@@ -472,8 +472,8 @@ def test_at_exit_the_engine_client_shuts_down_in_the_main_thread_first():
 def test_architecture_doc_lists_every_patch():
     text = (REPO / "docs" / "architecture.md").read_text()
     section = text.split("## Changes to lm-eval's behaviour", 1)[1].split("\n## ", 1)[0]
-    for patch in lm_eval_patches.PATCHES:
-        assert f"`{patch.name}`" in section, patch.name
+    for name in lm_eval_patches.PATCHES:
+        assert f"`{name}`" in section, name
 
 
 # -- a user's mistake under lm-eval's own command line: the message, no traceback ---------------------

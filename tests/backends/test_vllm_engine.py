@@ -337,7 +337,7 @@ from pdd_tasks import lm_eval_patches
 from pdd_tasks.backends.vllm import LogprobRequest, PromptLogprobArrays, parse_prompt_logprobs, sampling_params
 
 lm_eval_patches.apply()
-patch = next(p for p in lm_eval_patches.PATCHES if p.name == "vllm-prompt-logprob-arrays")
+patch = lm_eval_patches.PATCHES["vllm-prompt-logprob-arrays"]
 tokens = [0, 7, 3, 9, 1, 4, 4, 8]
 rows = torch.log_softmax(torch.randn(len(tokens) - 1, 50, generator=torch.Generator().manual_seed(0)), -1)
 targets = torch.tensor(tokens[1:])

@@ -204,7 +204,7 @@ def test_hf_samples_seeded_requests_together_and_leaves_the_others_to_the_stock_
     arguments = [(c, k) for _, c, k in first[:2]] + [greedy] + [(c, k) for _, c, k in first[2:] + second]
     requests = [Instance("generate_until", {}, args, i) for i, args in enumerate(arguments)]
     answers = lm.generate_until(requests, disable_tqdm=True)
-    seeding = next(patch for patch in lm_eval_patches.PATCHES if patch.name == "hf-seeded-generation")
+    seeding = lm_eval_patches.PATCHES["hf-seeded-generation"]
     with seeding.suspended():
         assert answers[2] == lm.generate_until([requests[2]], disable_tqdm=True)[0]
     model, tokenizer = lm.model, lm.tokenizer

@@ -17,7 +17,8 @@ REPO = Path(__file__).resolve().parents[2]
 #: module belongs to the longest prefix listed here that names it or a package above it.
 LAYERS = (
     ("pdd_metrics",),  # pure scoring functions: NumPy in, floats out
-    ("pdd_tasks", "pdd_tasks.errors", "pdd_tasks.paths"),
+    # the package, its errors and paths, and the one registry class (pdd_tasks.registries imports nothing of the project)
+    ("pdd_tasks", "pdd_tasks.errors", "pdd_tasks.paths", "pdd_tasks.registries"),
     # data, reference tables, the methods and the dataset-level tests (their registries)
     ("pdd_tasks.loading", "pdd_tasks.freq", "pdd_tasks.registry", "pdd_tasks.dataset_tests"),
     # per-run preparation, per-token capture, and the patches that route lm-eval's requests to it
@@ -143,7 +144,7 @@ def test_every_command_is_one_module_of_tools_commands():
     docstring of ``cli`` names every command."""
     from pdd_tasks.tools import cli
 
-    for name in cli._COMMANDS:
+    for name in cli.COMMANDS:
         module = cli.command_module(name)
         assert module in MODULES, f"{name}: no module {module}"
         defined = {
@@ -158,4 +159,13 @@ def test_every_command_is_one_module_of_tools_commands():
         for name in MODULES
         if name.startswith("pdd_tasks.tools.commands.") and not name.rpartition(".")[2].startswith("_")
     }
-    assert commands == {cli.command_module(name) for name in cli._COMMANDS}
+    assert commands == {cli.command_module(name) for name in cli.COMMANDS}
+
+
+def test_the_registry_class_imports_nothing_of_the_project():
+    """``pdd_tasks.registries`` is below every registry built on it: it imports no module of the project."""
+    assert [
+        target
+        for target, _ in imports_of("pdd_tasks.registries")
+        if target.split(".")[0] in ("pdd_metrics", "pdd_tasks")
+    ] == []

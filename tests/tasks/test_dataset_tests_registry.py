@@ -24,9 +24,12 @@ def test_the_registered_tests_in_table_order():
         assert all(metric.startswith(f"{name}_") for metric in test.metrics)
 
 
-def test_a_test_registered_twice_is_refused(monkeypatch):
-    monkeypatch.setattr(core, "DATASET_TESTS", dict(DATASET_TESTS))
-    with pytest.raises(DuplicateTestError, match="'codec' is registered twice"):
+def test_a_test_registered_twice_is_refused_naming_both_citations():
+    """The rule is the registry's (tests/project/test_registries.py); a test's duplicate raises
+    DuplicateTestError, naming both citations."""
+    with pytest.raises(
+        DuplicateTestError, match=r"'codec' is registered twice \(citation '.+' and citation 'another paper'\)"
+    ):
         core.register(dataclasses.replace(DATASET_TESTS["codec"], citation="another paper"))
 
 
@@ -100,7 +103,12 @@ def test_the_battery_names_what_an_entry_gets_wrong():
         dataclasses.replace(TOY, reading=dataclasses.replace(TOY_READING, result_keys=("toy_mean",)))
 
 
-def test_a_test_added_by_one_entry_is_in_the_verdict_the_table_and_the_board(monkeypatch, tmp_path):
+def test_a_test_added_by_one_entry_is_in_the_verdict_the_table_and_the_board(tmp_path):
+    with DATASET_TESTS.added(TOY.name, TOY):
+        read_the_toy_test(tmp_path)
+
+
+def read_the_toy_test(tmp_path):
     # the verdict, `table`, the report and the board know no test by name: they read the registry
     from support.results import results_of
 
@@ -108,7 +116,6 @@ def test_a_test_added_by_one_entry_is_in_the_verdict_the_table_and_the_board(mon
     from pdd_tasks.tools.report.tables import contamination_checks
     from pdd_tasks.tools.results.runs import find_runs
 
-    monkeypatch.setitem(DATASET_TESTS, TOY.name, TOY)
     results = results_of({"arc_easy": (500, 0.5), "gsm8k": (500, 0.5)})
     values = results["results"]["pdd_contamination"]
     for task, mean in (("arc_easy", np.log(1e-4)), ("gsm8k", np.log(0.5))):
@@ -137,8 +144,12 @@ def test_a_test_added_by_one_entry_is_in_the_verdict_the_table_and_the_board(mon
     assert "toy mean -9.21 of 5, Holm p 0.0006" in board.cell_lines("org/model", "arc_easy")
 
 
-def test_a_new_test_runs_through_the_task_class_from_its_entry_alone(tiny_model, tmp_path, monkeypatch):
-    monkeypatch.setitem(DATASET_TESTS, TOY.name, TOY)
+def test_a_new_test_runs_through_the_task_class_from_its_entry_alone(tiny_model, tmp_path):
+    with DATASET_TESTS.added(TOY.name, TOY):
+        run_the_toy_test(tiny_model, tmp_path)
+
+
+def run_the_toy_test(tiny_model, tmp_path):
     tasks = tmp_path / "tasks"
     tasks.mkdir()
     (tasks / "pdd_toy_loglik.yaml").write_text(
