@@ -371,6 +371,38 @@ def _annotating_samples(stock):
     return _collect_results
 
 
+def _showing_tasks_the_run(stock):
+    """Replacement of ``evaluator.evaluate``: before the stock function, each task of the run that has
+    ``see_run_tasks`` (``pdd_contamination``: :meth:`~pdd_tasks.tasks.dataset_test.ContaminationTask.see_run_tasks`)
+    is given the run's leaf tasks and groups (:func:`show_run_tasks`), then the stock function evaluates
+    them all, unchanged. ``simple_evaluate`` (and so ``lm_eval``'s command line) calls ``evaluate`` through
+    its module, after the tasks are built: a task learns the run's other tasks here, whatever their order
+    in ``--tasks``."""
+
+    def evaluate(*args, **kwargs):
+        task_dict = kwargs["task_dict"] if "task_dict" in kwargs else args[1] if len(args) > 1 else None
+        if isinstance(task_dict, dict):
+            show_run_tasks(task_dict)
+        return stock(*args, **kwargs)
+
+    return evaluate
+
+
+def show_run_tasks(task_dict: dict) -> None:
+    """Call ``see_run_tasks(tasks, groups)`` of each task of ``task_dict`` (``TaskManager.load``'s result,
+    or the legacy nested dict of ``get_task_dict``) that has it: ``tasks`` maps each leaf task's name to
+    its task, ``groups`` each group's name to its direct children's names (nested groups kept)."""
+    if "tasks" in task_dict:
+        groups, tasks = task_dict.get("groups") or {}, task_dict["tasks"]
+    else:
+        groups, tasks = _evaluator_utils()._handle_back_comp(task_dict)
+    group_map = {name: list(group.child_names) for name, group in groups.items()}
+    for task in list(tasks.values()):
+        see = getattr(task, "see_run_tasks", None)
+        if callable(see):
+            see(dict(tasks), group_map)
+
+
 def _vllm_logprobs_processor() -> list[tuple[object, str]]:
     """vLLM's ``LogprobsProcessor`` methods that patch ``vllm-prompt-logprob-arrays`` replaces, where
     vLLM's output processing is loaded and is :data:`VLLM_VERSION`'s (else none, with a warning)."""
@@ -560,6 +592,12 @@ def _evaluator_utils():
     return lm_eval.evaluator_utils
 
 
+def _evaluator():
+    import lm_eval.evaluator
+
+    return lm_eval.evaluator
+
+
 #: The excepthook patch (applied first, so that the version gate's refusal, too, is a message).
 SHOW_USER_ERRORS = Patch(
     name="show-user-errors",
@@ -726,6 +764,18 @@ for _patch in (
         when="always",
         targets=lambda: [(_evaluator_utils(), "_collect_results")],
         replacement=_annotating_samples,
+    ),
+    Patch(
+        name="run-tasks-to-contamination",
+        purpose=(
+            "pdd_contamination without source_tasks checks the other tasks of its own run (lm_eval --tasks "
+            "arc_easy,gsm8k,pdd_contamination): before evaluating, each task with see_run_tasks is given the run's "
+            "leaf tasks and groups (show_run_tasks); the evaluation itself is the stock function's, unchanged"
+        ),
+        changes="evaluator.py: evaluate (called by simple_evaluate after the tasks are built)",
+        when="always",
+        targets=lambda: [(_evaluator(), "evaluate")],
+        replacement=_showing_tasks_the_run,
     ),
 ):
     PATCHES.register(_patch.name, _patch)

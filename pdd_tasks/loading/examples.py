@@ -77,11 +77,8 @@ def render_task_doc(task, doc: dict) -> str:
     return f"{text}{task.config.target_delimiter}{target}"
 
 
-def examples_from_task(name: str, include_path: str | None = None) -> list[str]:
-    """The evaluation documents of lm-eval task ``name`` in the task's order, rendered."""
-    from lm_eval.api.task import ConfigurableTask
-    from lm_eval.tasks import TaskManager, get_task_dict
-
+def check_include_path(include_path, name: str) -> None:
+    """Refuse a ``source_include_path`` that is not a folder (``name``: the source task it was given for)."""
     for folder in [include_path] if isinstance(include_path, str) else include_path or []:
         if not Path(folder).expanduser().is_dir():
             what = "is a file, not a folder" if Path(folder).expanduser().exists() else "does not exist"
@@ -90,6 +87,29 @@ def examples_from_task(name: str, include_path: str | None = None) -> list[str]:
                 f'(--metadata \'{{"source_include_path": "<that folder>"}}\'), or leave source_include_path out for '
                 "one of lm-eval's own tasks."
             )
+
+
+def examples_of_task(task, name: str) -> list[str]:
+    """The evaluation documents of a built lm-eval task ``name`` in the task's order, rendered
+    (:func:`render_task_doc`); none, or an empty one, is an error."""
+    documents = [render_task_doc(task, doc) for doc in task.eval_docs]
+    if not documents:
+        raise ExampleSourceError(
+            f"source_task {name!r} has no evaluation documents (its test split, else its validation split, is empty). "
+            "Point source_task at a task whose test or validation split holds the benchmark's examples."
+        )
+    for index, example in enumerate(documents):
+        if not example.strip():
+            raise DatasetError(f"lm-eval task {name}, example {index}: the text is empty. Remove the row.")
+    return documents
+
+
+def examples_from_task(name: str, include_path: str | None = None) -> list[str]:
+    """The evaluation documents of lm-eval task ``name`` in the task's order, rendered."""
+    from lm_eval.api.task import ConfigurableTask
+    from lm_eval.tasks import TaskManager, get_task_dict
+
+    check_include_path(include_path, name)
     manager = TaskManager(include_path=include_path)
     if name not in manager.all_tasks:
         if name in pdd_task_names():
@@ -111,16 +131,10 @@ def examples_from_task(name: str, include_path: str | None = None) -> list[str]:
     if len(tasks) != 1 or len(loaded) != 1:
         raise ExampleSourceError(
             f"source_task {name!r} is a group of tasks; give one task (each task is its own dataset: test each "
-            "one on its own)."
+            "one on its own), or test every task of the group with pdd_contamination "
+            f'(--metadata \'{{"source_tasks": ["{name}"]}}\').'
         )
-    task = tasks[0]
-    documents = [render_task_doc(task, doc) for doc in task.eval_docs]
-    if not documents:
-        raise ExampleSourceError(
-            f"source_task {name!r} has no evaluation documents (its test split, else its validation split, is empty). "
-            "Point source_task at a task whose test or validation split holds the benchmark's examples."
-        )
-    return documents
+    return examples_of_task(tasks[0], name)
 
 
 #: lm-eval ``dataset_path`` values that read local files (``dataset_kwargs.data_files``), not the Hub.

@@ -6,9 +6,13 @@
   its metrics are the test's (``codec_score``), and the results JSON's task metadata says what was
   scored (``codec_source``). A test that cannot apply (too few examples) is an error.
 - ``pdd_contamination`` (:class:`ContaminationTask`) runs each test of ``tests`` (default: every
-  registered one) on each lm-eval task of ``source_tasks``, in the same ``lm_eval`` run as those tasks'
-  own evals. Each test's settings are its block (``"codec": {...}``), checked as strictly as a
-  test's own task checks them. Its metrics are suffixed with the source task
+  registered one) on each leaf task of ``source_tasks`` (tasks, groups and tags:
+  :mod:`pdd_tasks.loading.task_groups`), or without it on each other task of its own run
+  (:meth:`ContaminationTask.see_run_tasks`), in the same ``lm_eval`` run as those tasks' own evals.
+  The results JSON records the groups (``contamination_groups``: group -> direct children) and each
+  leaf's group; a leaf that cannot be loaded is reported with the reason, the others are checked.
+  Each test's settings are its block (``"codec": {...}``), checked as strictly as a test's own task
+  checks them. Its metrics are suffixed with the source task
   (``codec_score/arc_easy``); a test that cannot apply to a task is left out for it with a warning and
   the reason in ``configs.pdd_contamination.metadata.contamination``. ``references`` maps a source
   task to an lm-eval task of known-unseen examples of its kind and format (freshly written, or dated
@@ -22,7 +26,7 @@ them, their repeats handled (:func:`pdd_tasks.dataset_tests.core.distinct`), sel
 request count checked against ``max_requests`` and logged.
 
     lm_eval --model hf --model_args pretrained=<model> --include_path "$(lm-eval-pdd tasks-path)" \\
-      --tasks arc_easy,gsm8k,pdd_contamination --metadata '{"source_tasks": ["arc_easy", "gsm8k"]}'
+      --tasks arc_easy,gsm8k,pdd_contamination
 """
 
 from __future__ import annotations
@@ -44,7 +48,8 @@ from pdd_tasks.dataset_tests.core import (
     source_keys,
 )
 from pdd_tasks.errors import UserError, excerpt
-from pdd_tasks.loading.examples import ExampleSource
+from pdd_tasks.loading import task_groups
+from pdd_tasks.loading.examples import ExampleSource, examples_of_task
 from pdd_tasks.registry import SettingError, check_metadata_keys
 from pdd_tasks.tasks.base import loglikelihood_requests, refuse_run_options
 
@@ -76,6 +81,19 @@ def prepare(test: DatasetTest, settings, examples: list[str], source: str, model
     return documents, summary, planned
 
 
+def document_rows(documents: list[dict]) -> list[dict]:
+    """The documents as rows of one table (every key in each, None where a document lacks it), numbered."""
+    keys = sorted({key for doc in documents for key in doc})
+    return [{key: doc.get(key) for key in keys} | {"doc_index": i} for i, doc in enumerate(documents)]
+
+
+def metric_list(metrics: list[tuple]) -> list[dict]:
+    """lm-eval's ``metric_list`` of ``(name, aggregation, higher_is_better)`` triples."""
+    return [
+        {"metric": name, "aggregation": aggregate, "higher_is_better": higher} for name, aggregate, higher in metrics
+    ]
+
+
 def test_of_task(task: str) -> str:
     """The registered test that task ``pdd_<test>`` runs alone."""
     name = task.removeprefix("pdd_")
@@ -103,12 +121,8 @@ class DatasetTestTask(ConfigurableTask):
         #: (source task or None, test name) -> the test's settings.
         self.settings: dict[tuple[str | None, str], object] = {}
         documents, metrics, recorded = self.build()
-        keys = sorted({key for doc in documents for key in doc})
-        self.documents = [{key: doc.get(key) for key in keys} | {"doc_index": i} for i, doc in enumerate(documents)]
-        config["metric_list"] = [
-            {"metric": name, "aggregation": aggregate, "higher_is_better": higher}
-            for name, aggregate, higher in metrics
-        ]
+        self.documents = document_rows(documents)
+        config["metric_list"] = metric_list(metrics)
         config["process_results"] = self.process_results
         super().__init__(config=config)
         self.config.metadata.update(recorded)
@@ -171,14 +185,18 @@ class ExchangeabilityTask(DatasetTestTask):
 CONTAMINATION_KEYS = ("source_tasks", "source_include_path", "tests", "references")
 
 
-def source_task_names(metadata: dict) -> list[str]:
+def source_task_names(metadata: dict) -> list[str] | None:
+    """``source_tasks``: the lm-eval tasks, groups and tags to test, or None where it is not given (the
+    run's other tasks are tested: :meth:`ContaminationTask.see_run_tasks`)."""
     names = metadata.get("source_tasks")
+    if names is None:
+        return None
     if isinstance(names, str):
         names = [name.strip() for name in names.split(",") if name.strip()]
     if not isinstance(names, list) or not names or not all(isinstance(name, str) and name for name in names):
         raise ContaminationError(
-            f"pdd_contamination: metadata source_tasks={names!r}: expected the lm-eval tasks to test, e.g. "
-            '--metadata \'{"source_tasks": ["arc_easy", "gsm8k"]}\'.'
+            f"pdd_contamination: metadata source_tasks={names!r}: expected the lm-eval tasks, groups or tags to test, "
+            'e.g. --metadata \'{"source_tasks": ["arc_easy", "mmlu"]}\', or leave it out to test the run\'s other tasks.'
         )
     if len(set(names)) != len(names):
         raise ContaminationError(f"pdd_contamination: source_tasks={names!r} names a task twice; name each once.")
@@ -247,15 +265,25 @@ def reference_tasks(metadata: dict, names: list[str], tests: list[str]) -> dict[
     return references
 
 
+#: The one-line message where pdd_contamination has nothing to check.
+NOTHING_TO_CHECK = (
+    "pdd_contamination: no task to check: source_tasks is not given and the run has no other task. Add the tasks "
+    "to check to the run (lm_eval --tasks arc_easy,gsm8k,pdd_contamination) or name them: "
+    '--metadata \'{"source_tasks": ["arc_easy", "gsm8k"]}\'.'
+)
+
+
 class ContaminationTask(DatasetTestTask):
-    """``pdd_contamination``: each test of ``tests`` on each lm-eval task of ``source_tasks``."""
+    """``pdd_contamination``: each test of ``tests`` on each leaf task of ``source_tasks`` (tasks, groups and
+    tags: :mod:`pdd_tasks.loading.task_groups`), or without it, on each other task of the run
+    (:meth:`see_run_tasks`, before the run's evaluation starts)."""
 
     def build(self) -> tuple[list[dict], list[tuple], dict]:
         metadata = self.run_metadata
         names = source_task_names(metadata)
         blocks = test_blocks(metadata)
         check_metadata_keys(metadata, set(CONTAMINATION_KEYS) | set(DATASET_TESTS), self.test_task_name)
-        settings = {}
+        self.test_settings = {}
         for test, own in blocks.items():
             if any(key in own for key in source_keys()):
                 raise SettingError(
@@ -263,17 +291,60 @@ class ContaminationTask(DatasetTestTask):
                     "is not a setting of one test: name the tasks in source_tasks (and source_include_path) at the top level."
                 )
             defaults = DATASET_TESTS[test].contamination_defaults
-            settings[test] = read_settings(
+            self.test_settings[test] = read_settings(
                 DATASET_TESTS[test], {**defaults, **own}, f"pdd_contamination: {test}", strict=True
             )
-        references = reference_tasks(metadata, names, list(blocks))
-        include = metadata.get("source_include_path") or None
+        self.include = metadata.get("source_include_path") or None
+        #: Whether the sources are the run's tasks, still to be seen (:meth:`see_run_tasks`).
+        self.pending = names is None
+        self.run_tasks: dict = {}
+        if self.pending:
+            return [{"test": None, "source_task": None}], [], {}
+        reference_tasks(metadata, names, list(blocks))  # the settings checked before anything is loaded
+        return self.build_sources(task_groups.from_names(names, self.include))
+
+    def see_run_tasks(self, tasks: dict, groups: dict[str, list[str]]) -> None:
+        """Without ``source_tasks``: the sources are the run's leaf tasks (``tasks``, name -> built task; its
+        groups as group -> direct children), but the pdd tasks and the references; called by patch
+        ``run-tasks-to-contamination`` before the run's evaluation starts. With ``source_tasks``, nothing."""
+        if not self.pending:
+            return
+        references = self.run_metadata.get("references")
+        leave_out = set(references.values()) if isinstance(references, dict) else set()
+        sources = task_groups.from_run(tasks, groups, leave_out)
+        if not sources.leaves:
+            raise ContaminationError(NOTHING_TO_CHECK)
+        self.run_tasks = tasks
+        documents, metrics, recorded = self.build_sources(sources)
+        self.documents = document_rows(documents)
+        self.download()
+        self.task_docs = self.eval_docs
+        self.features = list(self.task_docs.features.keys())
+        self.config.metric_list = metric_list(metrics)
+        for name, aggregate, higher in metrics:  # as ConfigurableTask.__init__ reads a metric_list with process_results
+            self._metric_fn_list[name], self._metric_fn_kwargs[name] = None, {}
+            self._aggregation_list[name], self._higher_is_better[name] = aggregate, higher
+        self.config.metadata.update(recorded)
+        self.pending = False
+
+    def build_sources(self, sources: task_groups.SourceTasks) -> tuple[list[dict], list[tuple], dict]:
+        """(documents, metrics, what the results JSON records) of every test on every leaf of ``sources``;
+        a leaf that could not be loaded is recorded with the reason, each test "not applicable" to it."""
+        metadata = self.run_metadata
+        names = list(sources.leaves)
+        references = reference_tasks(metadata, names, list(self.test_settings))
         model = model_window(metadata)
         documents, metrics, summary, planned = [], [], {}, {}
-        for name in names:
-            examples, source = ExampleSource(source_task=name, source_include_path=include).load()
-            summary[name] = {"examples": len(examples)}
-            for test_name, own in settings.items():
+        for name, leaf in sources.leaves.items():
+            summary[name] = {"examples": len(leaf.examples or [])} | ({"group": leaf.group} if leaf.group else {})
+            if leaf.problem is not None:
+                logger.warning("pdd_contamination: %s is not tested: %s", name, leaf.problem)
+                summary[name]["not_loaded"] = leaf.problem
+                for test_name in self.test_settings:
+                    summary[name][test_name] = {"not_applicable": f"the task could not be loaded: {leaf.problem}"}
+                continue
+            examples, source = leaf.examples, f"lm-eval task {name}"
+            for test_name, own in self.test_settings.items():
                 test = DATASET_TESTS[test_name]
                 where = f"pdd_contamination: {test_name} on {name}"
                 try:
@@ -289,7 +360,7 @@ class ContaminationTask(DatasetTestTask):
                 metrics += [(metric_name(m, name), aggregate, higher) for m, (aggregate, higher) in test.metrics.items()]  # fmt: skip
                 if test.compares_to_reference and name in references:
                     built, summary[name][test_name]["reference"], planned[(name, f"{test_name} reference")] = (
-                        self.reference(test, own, references[name], include, model, where, examples)
+                        self.reference(test, own, references[name], model, where, examples)
                     )
                     documents += [{"test": test_name, "source_task": name, "role": "reference", **doc} for doc in built]
                     metrics += [
@@ -297,23 +368,34 @@ class ContaminationTask(DatasetTestTask):
                         for m, (aggregate, higher) in test.metrics.items()
                     ]
         if not documents:
+            problems = [leaf.problem for leaf in sources.leaves.values() if leaf.problem]
+            if len(problems) == len(names):
+                raise ContaminationError(f"pdd_contamination: no task of {names} could be loaded: {problems[0]}")
             raise ContaminationError(
                 f"pdd_contamination: no test applies to any of {names} (see the warnings above); "
                 "give tasks with more examples, or fewer shards / in-context examples."
             )
+        if sources.groups:
+            logger.info("pdd_contamination: %d tasks from the groups %s.", len(names), ", ".join(sources.groups))
         logger.info(
             "pdd_contamination: %d requests planned (%s).",
             sum(planned.values()),
             ", ".join(f"{test} on {name}: {count:,}" for (name, test), count in planned.items()),
         )
-        return documents, metrics, {"contamination": summary}
+        return documents, metrics, {"contamination": summary, "contamination_groups": sources.groups}
 
-    @staticmethod
-    def reference(test: DatasetTest, settings, reference: str, include, model, where: str, tested: list[str]):
+    def reference_examples(self, reference: str) -> tuple[list[str], str]:
+        """The examples of reference task ``reference``: the run's own task of that name where the run has
+        one, else loaded by name (with ``source_include_path``)."""
+        if reference in self.run_tasks:
+            return examples_of_task(self.run_tasks[reference], reference), f"lm-eval task {reference}"
+        return ExampleSource(source_task=reference, source_include_path=self.include).load()
+
+    def reference(self, test: DatasetTest, settings, reference: str, model, where: str, tested: list[str]):
         """``(documents, summary, planned requests)`` of ``test`` on the reference task ``reference``, with the
         source task's settings. A test that cannot apply to it is an error, and so is an example it shares
         with the ``tested`` examples: the run asked for a comparison with examples the model has not seen."""
-        examples, source = ExampleSource(source_task=reference, source_include_path=include).load()
+        examples, source = self.reference_examples(reference)
         shared = set(examples) & set(tested)
         if shared:
             raise ContaminationError(
@@ -334,6 +416,12 @@ class ContaminationTask(DatasetTestTask):
     def build_all_requests(self, **kwargs) -> None:
         """As every dataset-level test's, and ``--limit`` refused: it would cut the one list of every
         test's documents, leaving some tasks and tests out."""
+        if self.pending:
+            raise ContaminationError(
+                "pdd_contamination: source_tasks is not given and the run's tasks never reached it (its evaluation was "
+                "started without lm-eval's evaluator.evaluate, patched by pdd_tasks.lm_eval_patches.apply()). Name the "
+                'tasks to check: --metadata \'{"source_tasks": ["arc_easy", "gsm8k"]}\'.'
+            )
         if kwargs.get("limit") is not None:
             raise ContaminationError(
                 "pdd_contamination: --limit would cut the documents of all source tasks and tests as one list. Remove "

@@ -146,6 +146,7 @@ print(json.dumps({
         "LogprobsProcessor.from_new_request",
         "OpenAIChatCompletion.loglikelihood",
         "VLLM.loglikelihood",
+        "lm_eval.evaluator.evaluate",
         "lm_eval.evaluator_utils._collect_results",
         "lm_eval.evaluator_utils.stderr_for_metric",
         "sys.excepthook",

@@ -151,7 +151,7 @@ def test_shards_longer_than_the_context_window_are_left_out_before_scoring(tiny_
 @pytest.mark.parametrize(
     "metadata, message",
     [
-        ({}, "source_tasks=None: expected the lm-eval tasks to test"),
+        ({"source_tasks": 3}, "source_tasks=3: expected the lm-eval tasks, groups or tags to test"),
         ({"source_tasks": []}, "source_tasks=\\[\\]"),
         ({"source_tasks": ["a", "a"]}, "names a task twice"),
         ({"source_tasks": ["a"], "tests": ["codec", "ppl"]}, "tests=\\['codec', 'ppl'\\]"),
