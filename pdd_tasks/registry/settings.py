@@ -14,6 +14,7 @@ import difflib
 import functools
 import inspect
 import logging
+import math
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
@@ -49,18 +50,33 @@ def positive_number(name: str, value: Any) -> float:
     return float(value)
 
 
+def as_whole(value: Any) -> int | None:
+    """``value`` as an int where it is a whole number: an int (not a bool), or a float with no
+    fractional part, as JSON and YAML read a whole number written with an exponent (``1e9`` is
+    1000000000.0); None for anything else (2.5, NaN, infinity, a string)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return None
+
+
 def whole_number(name: str, value: Any) -> int:
-    """A whole number >= 1."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    """A whole number >= 1 (an exponent is fine: 1e6)."""
+    whole = as_whole(value)
+    if whole is None or whole < 1:
         raise ValueError(f"metadata {name}={value!r}: expected a whole number >= 1.")
-    return value
+    return whole
 
 
 def whole_number_or_zero(name: str, value: Any) -> int:
-    """A whole number >= 0."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+    """A whole number >= 0 (an exponent is fine: 1e6)."""
+    whole = as_whole(value)
+    if whole is None or whole < 0:
         raise ValueError(f"metadata {name}={value!r}: expected a whole number >= 0.")
-    return value
+    return whole
 
 
 def flag(name: str, value: Any) -> bool:
