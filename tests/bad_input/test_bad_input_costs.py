@@ -10,7 +10,7 @@ import time
 
 import pytest
 from support.dataset_tests import build_task
-from support.harness import REPO, WIKIMIA32, cpu_float32, harness_args, run_lm_eval
+from support.harness import REPO, WIKIMIA32, cpu_float32, harness_args, run_lm_eval, run_lm_eval_pdd
 from support.standard_tasks import standard_tasks
 
 from pdd_tasks.dataset_tests import TooCostly
@@ -102,3 +102,46 @@ def test_the_proposed_max_requests_is_never_past_the_ceiling():
     with pytest.raises(TooManyRequests) as refused:
         check_request_count("pdd_custom", REQUEST_CEILING, settings)  # past it: only lowering is
     assert "raise max_requests" not in str(refused.value) and "lower samia_samples=40" in str(refused.value)
+
+
+# -- issue 43, item 2: fine-tuning commands plan their steps and refuse absurd ones -----------------------
+
+
+@pytest.mark.parametrize("command", [["make-ordered"], ["make-controlled", "--pool", "hub"]])
+def test_an_absurd_epoch_count_is_refused_before_anything_starts(tiny_model, tmp_path, command):
+    started = time.monotonic()
+    process = run_lm_eval_pdd(
+        [*command, "--model", tiny_model, "--epochs", "100000000", "--output", tmp_path / "out", "--no-progress"]
+    )
+    assert process.returncode == 2, process.stderr[-2000:]
+    assert "argument --epochs: expected at most 1,000 epochs" in process.stderr and "Traceback" not in process.stderr
+    assert not (tmp_path / "out").exists() and time.monotonic() - started < 30
+
+
+def test_a_fine_tuning_past_the_step_ceiling_is_refused_before_the_model_loads(tiny_model, tmp_path):
+    data = tmp_path / "bench.jsonl"
+    data.write_text("".join(json.dumps({"text": f"example number {i}"}) + "\n" for i in range(1001)))
+    process = run_lm_eval_pdd(
+        ["make-ordered", "--model", tiny_model, "--data", data, "--examples", "1001", "--exposure", "examples",
+         "--epochs", "1000", "--batch-size", "1", "--output", tmp_path / "out", "--no-progress"]
+    )  # fmt: skip
+    assert process.returncode == 1 and "Traceback" not in process.stderr, process.stderr[-2000:]
+    assert (
+        "1,001 training texts x 1,000 epochs at --batch-size 1 = 1,001,000 optimizer steps, more than 1,000,000"
+        in process.stderr
+    )
+    assert "lower --epochs" in process.stderr and "fine-tuning:" not in process.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_fine_tuning_says_its_planned_steps_and_an_estimate_before_it_ends(tiny_model, tmp_path):
+    data = tmp_path / "bench.jsonl"
+    data.write_text("".join(json.dumps({"text": f"example number {i}"}) + "\n" for i in range(10)))
+    process = run_lm_eval_pdd(
+        ["make-ordered", "--model", tiny_model, "--data", data, "--examples", "10", "--exposure", "examples",
+         "--epochs", "2", "--batch-size", "3", "--output", tmp_path / "out", "--no-progress"]
+    )  # fmt: skip
+    assert process.returncode == 0, process.stderr[-2000:]
+    planned = "fine-tuning: 10 texts x 2 epochs at batch size 3 = 8 optimizer steps"
+    assert planned in process.stderr and "for 8 steps" in process.stderr
+    assert process.stderr.index(planned) < process.stderr.index("for 8 steps") < process.stderr.index("tuned ")
