@@ -34,7 +34,16 @@ from pdd_metrics.verdict import Evidence
 from pdd_tasks.errors import UserError
 from pdd_tasks.loading.examples import ExampleSource
 from pdd_tasks.registries import DuplicateNameError, Registry
-from pdd_tasks.registry import Setting, SettingError, check_metadata_keys, flag, whole_number
+from pdd_tasks.registry import (
+    BYTES_PER_REQUEST,
+    REQUEST_CEILING,
+    Setting,
+    SettingError,
+    check_metadata_keys,
+    flag,
+    request_ceiling,
+    whole_number,
+)
 
 
 logger = logging.getLogger(__name__)
@@ -60,7 +69,9 @@ MAX_REQUESTS = Setting(
     whole_number,
     "the most requests the test may send for one source of examples; settings that ask for more are refused "
     "before anything is built (the default fits every test's defaults: 12,550 for the exchangeability test, 2,000 "
-    "for CoDeC). Raise it knowingly: each request is a forward pass.",
+    "for CoDeC). Raise it knowingly: each request is a forward pass. No value lets through more than "
+    f"{REQUEST_CEILING:,} requests (fewer on a machine whose memory cannot hold that many at {BYTES_PER_REQUEST} bytes "
+    "each): such a count is refused naming the settings that make it.",
     hint="(e.g. 50000)",
 )
 
@@ -290,8 +301,17 @@ def source_keys() -> tuple[str, ...]:
 
 def check_cost(test: DatasetTest, examples: int, settings, where: str) -> int:
     """The number of requests ``test`` will send for ``examples`` selected examples, refused with
-    :class:`TooCostly` (before anything is built) where it is more than ``settings.max_requests``."""
+    :class:`TooCostly` (before anything is built) where it is more than ``settings.max_requests``, or
+    more than any run may send whatever ``max_requests`` says (:func:`pdd_tasks.registry.request_ceiling`;
+    that refusal names the settings that make the count, not the cap)."""
     planned, how = test.planned_requests(examples, settings)
+    ceiling, why = request_ceiling()
+    if planned > ceiling:
+        raise TooCostly(
+            f"{where}: {test.title} on {examples:,} examples would send {planned:,} requests ({how}), more than "
+            f"{ceiling:,}, {why}, whatever max_requests says. Lower the settings that make the count "
+            f"({test.cost_fix})."
+        )
     if planned > settings.max_requests:
         raise TooCostly(
             f"{where}: {test.title} on {examples:,} examples would send {planned:,} requests ({how}), more than "

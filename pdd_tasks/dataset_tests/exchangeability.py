@@ -47,7 +47,7 @@ from pdd_metrics.exchangeability import (
 )
 from pdd_metrics.verdict import Evidence
 from pdd_tasks.dataset_tests.core import DatasetTest, NotApplicable, Reading, or_null, register, string
-from pdd_tasks.registry import Setting, whole_number, whole_number_or_zero
+from pdd_tasks.registry import Setting, as_whole, whole_number, whole_number_or_zero
 
 
 logger = logging.getLogger(__name__)
@@ -67,9 +67,10 @@ class ExchangeabilityError(NotApplicable):
 
 def _at_least(minimum: int):
     def check(name: str, value) -> int:
-        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        whole = as_whole(value)
+        if whole is None or whole < minimum:
             raise ValueError(f"metadata {name}={value!r}: expected a whole number >= {minimum}.")
-        return value
+        return whole
 
     check.__doc__ = f"A whole number >= {minimum}."
     return check

@@ -39,6 +39,7 @@ from pdd_tasks.registry.scoring import (
     METHOD_NAMES,
     SETTINGS,
     ScoringSettings,
+    count_setting,
     extra_requests,
     generation_requests,
     label,
@@ -90,12 +91,15 @@ from pdd_tasks.registry.reference_free import (
     gradnorm_p,
 )
 from pdd_tasks.registry.settings import (
+    BYTES_PER_REQUEST,
     CONVENTIONS,
     DEFAULT_MAX_REQUESTS,
     GENERAL_SETTINGS,
     RECORDED_KEYS,
+    REQUEST_CEILING,
     Setting,
     SettingError,
+    as_whole,
     check_metadata_keys,
     convention,
     flag,
@@ -103,7 +107,9 @@ from pdd_tasks.registry.settings import (
     model_argument_names,
     optional_path,
     optional_string,
+    physical_memory,
     positive_number,
+    request_ceiling,
     whole_number,
     whole_number_or_zero,
 )
@@ -111,12 +117,15 @@ from pdd_tasks.registry.settings import (
 
 __all__ = [
     # settings
+    "BYTES_PER_REQUEST",
     "CONVENTIONS",
     "DEFAULT_MAX_REQUESTS",
     "GENERAL_SETTINGS",
     "RECORDED_KEYS",
+    "REQUEST_CEILING",
     "Setting",
     "SettingError",
+    "as_whole",
     "check_metadata_keys",
     "convention",
     "flag",
@@ -124,7 +133,9 @@ __all__ = [
     "model_argument_names",
     "optional_path",
     "optional_string",
+    "physical_memory",
     "positive_number",
+    "request_ceiling",
     "whole_number",
     "whole_number_or_zero",
     # core
@@ -174,6 +185,7 @@ __all__ = [
     "METHOD_NAMES",
     "SETTINGS",
     "ScoringSettings",
+    "count_setting",
     "extra_requests",
     "generation_requests",
     "label",

@@ -134,6 +134,19 @@ def planned_requests(texts: int, settings) -> tuple[int, list[tuple[str, int]]]:
     return texts * (1 + sum(count for _, count in extra)), extra
 
 
+def count_setting(name: str, settings) -> str | None:
+    """The setting of method ``name`` whose value is its per-text request count, as ``setting=value``
+    (``pac_augmentations=5``, ``samia_samples=10``, ``neighbor_count=25``): what to lower where that count
+    makes a run too large; None where no setting of the method is that count (a fixed one request)."""
+    count = METHODS[name].requests_per_text(settings)
+    named = [
+        setting.name
+        for setting in METHODS[name].settings
+        if not isinstance(getattr(settings, setting.name), bool) and getattr(settings, setting.name) == count
+    ]
+    return f"{named[0]}={count:,}" if count > 1 and named else None
+
+
 def score_text(inputs: TextInputs, settings) -> dict[str, float]:
     """Every method's score of one text (higher = more likely a member), for the methods in effect."""
     return {name: METHODS[name].score(inputs, settings) for name in settings.methods}

@@ -14,6 +14,8 @@ import difflib
 import functools
 import inspect
 import logging
+import math
+import os
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
@@ -49,18 +51,33 @@ def positive_number(name: str, value: Any) -> float:
     return float(value)
 
 
+def as_whole(value: Any) -> int | None:
+    """``value`` as an int where it is a whole number: an int (not a bool), or a float with no
+    fractional part, as JSON and YAML read a whole number written with an exponent (``1e9`` is
+    1000000000.0); None for anything else (2.5, NaN, infinity, a string)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return None
+
+
 def whole_number(name: str, value: Any) -> int:
-    """A whole number >= 1."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    """A whole number >= 1 (an exponent is fine: 1e6)."""
+    whole = as_whole(value)
+    if whole is None or whole < 1:
         raise ValueError(f"metadata {name}={value!r}: expected a whole number >= 1.")
-    return value
+    return whole
 
 
 def whole_number_or_zero(name: str, value: Any) -> int:
-    """A whole number >= 0."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+    """A whole number >= 0 (an exponent is fine: 1e6)."""
+    whole = as_whole(value)
+    if whole is None or whole < 0:
         raise ValueError(f"metadata {name}={value!r}: expected a whole number >= 0.")
-    return value
+    return whole
 
 
 def flag(name: str, value: Any) -> bool:
@@ -139,6 +156,44 @@ class Setting:
 #: Neighbor at 25 neighbours (pdd_wikimia: 1,650 texts x 27 = 44,550) and then some.
 DEFAULT_MAX_REQUESTS = 100_000
 
+#: The most requests any run may plan, whatever its ``max_requests``: lm-eval builds every request of a
+#: run in memory before the first forward pass, and each is a forward pass: 10**7 passes take about 3
+#: hours even at 1,000 passes a second (a GPU on short texts), days on a CPU. A count above it comes from
+#: a setting (permutations, pac_augmentations, ...), not from a benchmark's size (every shipped benchmark
+#: with every method at its defaults plans under 10**5).
+REQUEST_CEILING = 10_000_000
+
+#: Bytes one request holds at least until the run ends: lm-eval's ``Instance`` with its arguments and
+#: the task's list of them, for one-word texts, as ``benchmarks/request_memory.py`` measures it (422 to
+#: 432 bytes on an AMD EPYC, Python 3.11: docs/mistakes.md, "Runaway costs"), rounded down. A longer
+#: text costs more (its string, its tokens once encoded): this is the floor.
+BYTES_PER_REQUEST = 400
+
+
+def physical_memory() -> int | None:
+    """The machine's physical memory in bytes (``os.sysconf``), or None where the system does not say."""
+    try:
+        pages, page_size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+    return pages * page_size if pages > 0 and page_size > 0 else None
+
+
+def request_ceiling(memory: int | None = None) -> tuple[int, str]:
+    """The most requests a run may plan whatever its ``max_requests`` (a count above it is refused
+    before any request is built), and why: :data:`REQUEST_CEILING`, or fewer where this machine's
+    physical memory (``memory``: :func:`physical_memory` by default) cannot hold that many requests at
+    :data:`BYTES_PER_REQUEST` each."""
+    memory = physical_memory() if memory is None else memory
+    if memory is not None and memory // BYTES_PER_REQUEST < REQUEST_CEILING:
+        fits = memory // BYTES_PER_REQUEST
+        return fits, (
+            f"the most this machine's {memory / 2**30:.1f} GiB of memory holds at {BYTES_PER_REQUEST:,} bytes a "
+            "request, which lm-eval builds all at once"
+        )
+    return REQUEST_CEILING, "the most any run may send: each is a forward pass, and lm-eval builds them all in memory"
+
+
 #: Settings of the scoring path itself, not of one method.
 GENERAL_SETTINGS = (
     Setting(
@@ -148,7 +203,9 @@ GENERAL_SETTINGS = (
         "the most requests a run of the task may send (texts x requests per text: the text, the lowercased copy, "
         "neighbours, augmentations, SaMIA's samples, ...); settings that ask for more are refused before any request "
         "is built, naming the methods that cost most. EM-MIA's n^2 prefixed passes have their own cap "
-        "(em_mia_max_texts).",
+        f"(em_mia_max_texts). No value lets through more than {REQUEST_CEILING:,} requests (fewer on a machine whose "
+        f"memory cannot hold that many at {BYTES_PER_REQUEST} bytes each): such a count is refused naming the setting "
+        "that makes it.",
         hint="(e.g. 200000)",
     ),
     Setting(

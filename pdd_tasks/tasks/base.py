@@ -38,10 +38,12 @@ from pdd_tasks.registry import (
     ScoringSettings,
     TextInputs,
     check_metadata_keys,
+    count_setting,
     extra_requests,
     generation_requests,
     planned_requests,
     prepare_hook,
+    request_ceiling,
     score_text,
 )
 from pdd_tasks.tasks.aggregations import AGGREGATIONS
@@ -150,11 +152,22 @@ class TooManyRequests(UserError):
 
 def check_request_count(task: str, texts: int, settings) -> int:
     """The requests a run of ``texts`` texts sends at most (:func:`pdd_tasks.registry.planned_requests`),
-    refused with :class:`TooManyRequests` above ``settings.max_requests``, naming what costs most."""
+    refused with :class:`TooManyRequests` above ``settings.max_requests``, naming what costs most, and
+    above :func:`pdd_tasks.registry.request_ceiling` whatever ``max_requests`` says, naming the
+    setting that makes the count (e.g. ``pac_augmentations``), never the cap."""
     planned, extra = planned_requests(texts, settings)
+    per_text = " + ".join(["1 (the text)", *(f"{count:,} ({name})" for name, count in extra)])
+    costliest = max(extra, key=lambda pair: pair[1])[0] if extra else None
+    ceiling, why = request_ceiling()
+    if planned > ceiling:
+        setting = count_setting(costliest, settings) if costliest else None
+        fix = f"lower {setting}" if setting else f"lower the per-text count of {costliest}" if costliest else ""
+        raise TooManyRequests(
+            f"{task}: {texts:,} texts x {per_text} requests each = {planned:,} requests, more than {ceiling:,}, "
+            f"{why}, whatever max_requests says. Ask for fewer ({fix + ', or ' if fix else ''}score fewer texts "
+            "with --limit)."
+        )
     if planned > settings.max_requests:
-        per_text = " + ".join(["1 (the text)", *(f"{count:,} ({name})" for name, count in extra)])
-        costliest = max(extra, key=lambda pair: pair[1])[0] if extra else None
         fix = f"lower the per-text count of {costliest} (its settings: docs/settings.md), " if costliest else ""
         raise TooManyRequests(
             f"{task}: {texts:,} texts x {per_text} requests each = {planned:,} requests, more than "

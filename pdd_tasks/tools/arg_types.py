@@ -13,7 +13,7 @@ import argparse
 import math
 
 
-__all__ = ["bootstrap_iters", "non_negative_int", "positive_float", "positive_int", "random_seed"]
+__all__ = ["bootstrap_iters", "epochs", "non_negative_int", "positive_float", "positive_int", "random_seed"]
 
 
 def _int(text: str, expected: str) -> int:
@@ -28,6 +28,19 @@ def positive_int(text: str) -> int:
     value = _int(text, "a whole number >= 1")
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text}")
+    return value
+
+
+def epochs(text: str) -> int:
+    """Epochs of a fine-tuning: a whole number from 1 to
+    :data:`~pdd_tasks.tools.builders.fine_tuning.MAX_EPOCHS` (1000)."""
+    from pdd_tasks.tools.builders.fine_tuning import MAX_EPOCHS
+
+    value = positive_int(text)
+    if value > MAX_EPOCHS:
+        raise argparse.ArgumentTypeError(
+            f"expected at most {MAX_EPOCHS:,} epochs (the controls use 1 to 3), got {text}"
+        )
     return value
 
 

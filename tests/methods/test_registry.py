@@ -288,7 +288,9 @@ def test_extra_requests_follow_the_methods_in_effect():
         ({"min_k_pp": 1.5}, r"min_k_pp=1.5: expected a fraction"),
         ({"gap_k_window": 0}, r"gap_k_window=0: expected a whole number >= 1\. \(e\.g\. 3\)"),
         ({"dcpdd_a": False}, r"dcpdd_a=False: expected a positive number\. \(paper: 0.01 or 10\)"),
-        ({"topk_logprobs": 2.0}, r"topk_logprobs=2.0: expected a whole number >= 1"),
+        ({"topk_logprobs": 2.5}, r"topk_logprobs=2.5: expected a whole number >= 1"),
+        ({"samia_samples": 1e-3}, r"samia_samples=0.001: expected a whole number >= 1"),
+        ({"pac_augmentations": float("inf")}, r"pac_augmentations=inf: expected a whole number >= 1"),
         ({"freq_table": 3}, r"freq_table=3: expected a file path"),
         ({"truncate": 1}, r"truncate=1: expected true or false"),
     ],
@@ -296,6 +298,16 @@ def test_extra_requests_follow_the_methods_in_effect():
 def test_bad_values_name_the_key_and_what_was_expected(metadata, message):
     with pytest.raises(ValueError, match=message):
         ScoringSettings.from_metadata(metadata)
+
+
+def test_whole_numbers_written_with_an_exponent_are_whole_numbers():
+    # issue 43, item 7: JSON and YAML read 1e9 as 1000000000.0, which was refused as "not a whole number"
+    settings = ScoringSettings.from_metadata(
+        {"pac": True, "pac_augmentations": 1e1, "max_requests": 1e9, "pac_seed": 0.0}
+    )
+    assert (settings.pac_augmentations, settings.max_requests, settings.pac_seed) == (10, 10**9, 0)
+    assert all(type(value) is int for value in (settings.pac_augmentations, settings.max_requests, settings.pac_seed))
+    assert registry.whole_number("permutations", 1e15) == 10**15
 
 
 def test_labels_are_built_from_the_settings_in_effect():

@@ -144,6 +144,13 @@ def test_benchmarks_replace_an_existing_json_only_with_force(script, tmp_path):
     assert "Traceback" not in process.stderr and existing.read_text() == '{"kept": true}\n'
 
 
+def test_request_memory_measures_the_bytes_each_built_request_holds():
+    process = run_here("request_memory.py", "--requests", "2000")
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "| pdd_exchangeability | 2,000 |" in process.stdout and "| pdd_custom (PAC) |" in process.stdout
+    assert "BYTES_PER_REQUEST = 400" in process.stdout
+
+
 def test_prefix_sharing_counts_wikimia_without_a_model():
     process = run_here("prefix_sharing.py", "--limit", "3", "--wikimia24", str(REPO / "no-such-folder"))
     assert process.returncode == 0, process.stderr[-3000:]

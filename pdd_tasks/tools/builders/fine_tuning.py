@@ -8,9 +8,27 @@ constant learning rate, each text after the model's start token or as its tokeni
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from pdd_tasks.errors import UserError
+
+
+#: The most epochs a fine-tuning accepts (``--epochs``): the controls are made with 1 to 3 (the
+#: contamination controls' power curves stop at 3); a thousand passes over any file is no control of
+#: anything a pretraining corpus does, only hours of compute.
+MAX_EPOCHS = 1000
+
+#: The most optimizer steps a fine-tuning may plan (epochs x batches an epoch): a million steps of the
+#: default model take days on a CPU and hours on a GPU; the shipped controls plan under 1,000.
+MAX_STEPS = 1_000_000
+
+
+class TuningTooLong(UserError):
+    """The fine-tuning asked for is beyond :data:`MAX_EPOCHS` or :data:`MAX_STEPS`; refused before the
+    model is loaded, naming the option that makes it long."""
 
 
 @dataclass(frozen=True)
@@ -49,11 +67,39 @@ def model_context(model, tokenizer, default: int) -> int:
     return resolve_max_length(getattr(model, "config", None), tokenizer, default=default)
 
 
+def planned_steps(texts: int, settings: TuningSettings) -> int:
+    """The optimizer steps of a fine-tuning on ``texts`` texts: ``epochs`` x the batches of an epoch.
+
+    >>> planned_steps(10, TuningSettings(batch_size=3, epochs=2))
+    8
+    """
+    return settings.epochs * -(-texts // settings.batch_size)
+
+
+def check_steps(texts: int, settings: TuningSettings) -> int:
+    """:func:`planned_steps`, refused with :class:`TuningTooLong` above :data:`MAX_EPOCHS` epochs or
+    :data:`MAX_STEPS` steps (the message names ``--epochs``, ``--batch-size`` and the texts)."""
+    if settings.epochs > MAX_EPOCHS:
+        raise TuningTooLong(
+            f"--epochs {settings.epochs:,}: at most {MAX_EPOCHS:,} epochs (the controls use 1 to 3). Ask for fewer epochs."
+        )
+    steps = planned_steps(texts, settings)
+    if steps > MAX_STEPS:
+        raise TuningTooLong(
+            f"{texts:,} training texts x {settings.epochs:,} epochs at --batch-size {settings.batch_size:,} = "
+            f"{steps:,} optimizer steps, more than {MAX_STEPS:,}. Ask for fewer (lower --epochs, fewer texts, or a "
+            "larger --batch-size)."
+        )
+    return steps
+
+
 def tuned_copy(
     base_model: str | Path, texts: list[str], settings: TuningSettings, progress: bool = True, start: str = "always"
 ):
     """``base_model`` loaded in float32 and fine-tuned on ``texts`` (:func:`fine_tune`, ``start``); returns
-    the model, its tokenizer and the training statistics (with ``seconds``)."""
+    the model, its tokenizer and the training statistics (with ``seconds``). A fine-tuning too long
+    (:func:`check_steps`) is refused before the model is loaded."""
+    check_steps(len(texts), settings)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -76,9 +122,19 @@ def fine_tune(
 
     Each training text (its start token included) is cut at ``settings.max_tokens`` or at the model's
     context (:func:`model_context`), whichever is shorter: a longer one would index past the model's
-    position embeddings."""
+    position embeddings.
+
+    Before the first step it prints (stderr) the planned steps (refused above the bounds of
+    :func:`check_steps`), and after it an estimate of the time they take at that step's speed."""
     import torch
     from tqdm import tqdm
+
+    steps = check_steps(len(texts), settings)
+    print(
+        f"fine-tuning: {len(texts):,} texts x {settings.epochs:,} epochs at batch size {settings.batch_size:,} = "
+        f"{steps:,} optimizer steps",
+        file=sys.stderr,
+    )
 
     if start not in ("always", "tokenizer"):
         raise ValueError(f"start must be 'always' or 'tokenizer', got {start!r}")
@@ -97,7 +153,7 @@ def fine_tune(
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else start_id
     losses, tokens = [], 0
     model.train()
-    steps = settings.epochs * -(-len(encoded) // settings.batch_size)
+    began = time.perf_counter()
     bar = tqdm(total=steps, desc="fine-tuning", unit="step", disable=not progress)
     for _ in range(settings.epochs):
         order = torch.randperm(len(encoded), generator=generator).tolist()
@@ -120,6 +176,8 @@ def fine_tune(
             tokens += int(mask.sum()) - len(batch)
             bar.update(1)
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
+            if len(losses) == 1 and steps > 1:
+                print(f"fine-tuning: {estimate(time.perf_counter() - began, steps)}", file=sys.stderr)
     bar.close()
     model.eval()
     return {
@@ -130,3 +188,16 @@ def fine_tune(
         "first_loss": losses[0],
         "last_loss": losses[-1],
     }
+
+
+def estimate(first_step: float, steps: int) -> str:
+    """What the first step's time (seconds) says of ``steps`` steps, in words.
+
+    >>> estimate(0.5, 1200)
+    'first step 0.50 s: about 10.0 min for 1,200 steps'
+    """
+    total = first_step * steps
+    for unit, seconds in (("days", 86400), ("h", 3600), ("min", 60)):
+        if total >= seconds:
+            return f"first step {first_step:.2f} s: about {total / seconds:.1f} {unit} for {steps:,} steps"
+    return f"first step {first_step:.2f} s: about {total:.0f} s for {steps:,} steps"

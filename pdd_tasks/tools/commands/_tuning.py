@@ -15,13 +15,14 @@ def run_tuning(command: str, model: str | None, tune, done) -> int:
     """The command line of a fine-tuning command: ``tune(base)`` with stdout sent to stderr (``base``:
     ``model``, or the default model), a refusal printed as its message (exit status 1); then
     ``done(base, output, manifest)`` on stderr and the output folder on stdout."""
+    from pdd_tasks.tools.builders.fine_tuning import TuningTooLong
     from pdd_tasks.tools.default_model import DefaultModelError, ensure_default_model
 
     try:
         with contextlib.redirect_stdout(sys.stderr):
             base = model or ensure_default_model()
             output = tune(base)
-    except (DatasetError, DefaultModelError, OutputRefused) as exc:
+    except (DatasetError, DefaultModelError, OutputRefused, TuningTooLong) as exc:
         print(f"lm-eval-pdd {command}: {exc}", file=sys.stderr)
         return 1
     print(done(base, output, json.loads((output / "manifest.json").read_text())), file=sys.stderr)

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from pdd_tasks.paths import default_controlled_dir
-from pdd_tasks.tools.arg_types import positive_float, positive_int, random_seed
+from pdd_tasks.tools.arg_types import epochs, positive_float, positive_int, random_seed
 from pdd_tasks.tools.commands._tuning import run_tuning
 
 
@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--learning-rate", type=positive_float, default=None, help="AdamW, constant (default 1e-4)")
     parser.add_argument("--batch-size", type=positive_int, default=None, help="texts per step (default 8)")
-    parser.add_argument("--epochs", type=positive_int, default=None, help="passes over the members (default 1)")
+    parser.add_argument("--epochs", type=epochs, default=None, help="passes over the members (default 1, at most 1000)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pdd_tasks.tools.arg_types import positive_float, positive_int, random_seed
+from pdd_tasks.tools.arg_types import epochs, positive_float, positive_int, random_seed
 from pdd_tasks.tools.builders.fine_tuning import TuningSettings
 from pdd_tasks.tools.builders.ordered import (
     DEFAULT_BLOCK_EXAMPLES,
@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="ordered: blocks in the file's order (default); shuffled: blocks in a random order; "
         "examples: each example its own training text (CoDeC's positive control)",
     )
-    parser.add_argument("--epochs", type=positive_int, default=3, help="passes over the file (default 3)")
+    parser.add_argument("--epochs", type=epochs, default=3, help="passes over the file (default 3, at most 1000)")
     parser.add_argument("--learning-rate", type=positive_float, default=1e-4, help="AdamW, constant (default 1e-4)")
     parser.add_argument("--batch-size", type=positive_int, default=4, help="training texts per step (default 4)")
     parser.add_argument("--seed", type=random_seed, default=0, help="batch order and the shuffled copy (default 0)")
