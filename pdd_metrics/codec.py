@@ -50,6 +50,7 @@ __all__ = [
     "codec_score",
     "codec_score_stderr",
     "context_draws",
+    "fewest_examples_to_reject",
     "wilson_interval",
 ]
 
@@ -153,6 +154,26 @@ def codec_pvalue(drops: int, examples: int) -> float:
     if isinstance(drops, bool) or not isinstance(drops, int) or not 0 <= drops <= examples:
         raise ValueError(f"drops must be a whole number in [0, {examples}], got {drops!r}")
     return float(binom.sf(drops - 1, examples, 0.5))
+
+
+def fewest_examples_to_reject(alpha: float, null: float = 0.5) -> int:
+    """The fewest examples N at which :func:`codec_pvalue` (the one-sided binomial test against
+    ``null``) can reject at level ``alpha`` at all. Its smallest p-value over N examples is at a score
+    of 1 (every example drops): P(X >= N) = ``null``**N, so N is the least whole number with
+    ``null``**N <= ``alpha``, ceil(log(alpha) / log(null)). With fewer examples every score, 1.000
+    included, is as likely on a benchmark the model has not seen, so the score is no evidence.
+
+    >>> fewest_examples_to_reject(0.05), 0.5**4, 0.5**5  # 4 examples: p 0.0625 at best
+    (5, 0.0625, 0.03125)
+    """
+    if not 0 < alpha < 1 or not 0 < null < 1:
+        raise ValueError(f"alpha and null must be in (0, 1), got {alpha!r} and {null!r}")
+    examples = max(1, math.ceil(math.log(alpha) / math.log(null)))
+    while null**examples > alpha:  # guard the rounding of the logarithms
+        examples += 1
+    while examples > 1 and null ** (examples - 1) <= alpha:
+        examples -= 1
+    return examples
 
 
 def context_draws(num_examples: int, num_context: int, seed: int) -> np.ndarray:

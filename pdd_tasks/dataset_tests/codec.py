@@ -41,8 +41,8 @@ import re
 import numpy as np
 
 from pdd_metrics import codec
-from pdd_metrics.codec import DEFAULT_CONTEXT_EXAMPLES, context_draws
-from pdd_metrics.verdict import CODEC_NULL_SCORE, Evidence, codec_evidence, codec_examples_needed
+from pdd_metrics.codec import DEFAULT_CONTEXT_EXAMPLES, context_draws, fewest_examples_to_reject
+from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE, Evidence, codec_evidence, codec_examples_needed
 from pdd_tasks.dataset_tests.core import DatasetTest, NotApplicable, Reading, or_null, register, string
 from pdd_tasks.registry import Setting, whole_number, whole_number_or_zero, with_stderr
 
@@ -65,6 +65,11 @@ DEFAULT_SEPARATOR = "\n\n"
 #: Unscored first words of each example: about the reference code's first 11 unscored tokens
 #: (English BPE text runs at about 1.3 tokens per word).
 DEFAULT_SKIP_WORDS = 8
+
+#: The fewest scored examples CoDeC runs on: below it its binomial test against 1/2 cannot reject at
+#: the verdict's alpha even at a score of 1.000 (4 examples: 0.5**4 = 0.0625 > 0.05;
+#: :func:`pdd_metrics.codec.fewest_examples_to_reject`), so no score it gives means anything.
+MIN_SCORED = fewest_examples_to_reject(ALPHA)
 
 
 class CodecError(NotApplicable):
@@ -224,6 +229,10 @@ def codec_documents(examples: list[str], settings, source: str, model=None) -> t
             f"{settings.skip_words} words, so no token is left to score. Lower skip_words "
             f"(--metadata '{{\"skip_words\": 2}}'), or render the examples with more of their fields (template)."
         )
+    if len(documents) < MIN_SCORED:
+        raise CodecError(
+            too_few_scored(len(documents), f"pdd_codec ({source})", f"of the {len(examples)} distinct example(s) given")
+        )
     if len(documents) < len(examples):
         logger.warning(
             "pdd_codec: %d of the %d examples of %s have at most %d words (skip_words) and are not scored; they "
@@ -243,6 +252,18 @@ def codec_documents(examples: list[str], settings, source: str, model=None) -> t
     if long_ones:
         summary["too_long"] = len(long_ones)
     return documents, summary
+
+
+def too_few_scored(scored: int, where: str, why: str) -> str:
+    """The message refusing CoDeC on fewer than :data:`MIN_SCORED` scored examples: what such a score
+    could and could not mean, and the fix."""
+    return (
+        f"{where}: {scored} example(s) would be scored ({why}), too few for CoDeC: below {MIN_SCORED} "
+        f"even a score of 1.000 (every example's likelihood dropping with context) is as likely on a benchmark "
+        f"the model has not seen (p = 0.5^{MIN_SCORED - 1} = {0.5 ** (MIN_SCORED - 1):.4f} at best against 1/2, "
+        f"above alpha {ALPHA}), so the score could mean nothing. Score at least {MIN_SCORED} examples (the paper: "
+        "about 100 for a stable score)."
+    )
 
 
 def codec_arguments(doc: dict, settings=None) -> list[tuple[str, str]]:

@@ -154,12 +154,38 @@ def check_context_window(examples: list[str], bounds: list[tuple[int, int]], set
     )
 
 
+def check_orders_differ(examples: list[str], bounds: list[tuple[int, int]], source: str) -> None:
+    """Refuse examples where fewer than 2 shards hold two different texts: a shard of copies of one text
+    reads the same in every order, so its canonical log-likelihood equals every permuted one and it
+    carries no evidence either way (the t-test would report p = 1 as if the order had been tested); warn
+    where some shards are such copies, as they pull the mean difference towards 0."""
+    degenerate = [shard for shard, (start, stop) in enumerate(bounds) if len(set(examples[start:stop])) < 2]
+    usable = len(bounds) - len(degenerate)
+    if usable < 2:
+        raise ExchangeabilityError(
+            f"pdd_exchangeability ({source}): {len(degenerate)} of the {len(bounds)} shards hold copies of one text, so "
+            "every order of them is the same text and the test has no order to compare: it does not apply (a p-value "
+            "here would be 1 whatever the model saw). Give examples that differ (at least 2 shards with two different "
+            "texts each), or fewer shards."
+        )
+    if degenerate:
+        logger.warning(
+            "pdd_exchangeability (%s): %d of the %d shards hold copies of one text (shards %s); every order of such a "
+            "shard is the same text, so it adds no evidence and draws the mean difference towards 0.",
+            source,
+            len(degenerate),
+            len(bounds),
+            ", ".join(map(str, degenerate[:10])) + (", ..." if len(degenerate) > 10 else ""),
+        )
+
+
 def shard_documents(examples: list[str], settings, source: str, model=None) -> tuple[list[dict], dict]:
     """One document per shard (its index, first example, examples and their joined text), and the summary."""
     try:
         bounds = shard_bounds(len(examples), settings.num_shards)
     except TooFewExamples as error:
         raise ExchangeabilityError(f"pdd_exchangeability ({source}): {error}") from None
+    check_orders_differ(examples, bounds, source)
     longest = check_context_window(examples, bounds, settings, model)
     documents = [
         {

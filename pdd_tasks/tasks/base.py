@@ -150,6 +150,24 @@ class TooManyRequests(UserError):
     """The settings ask for more requests than ``max_requests`` allows; refused before any is built."""
 
 
+def warn_one_word_texts(task: str, texts: list[str], settings) -> None:
+    """Warn where PAC scores texts of one word (no space): its copies swap words, so each copy of such a
+    text is the text itself and its PAC score is 0 whatever the model saw (:func:`pdd_metrics.pac.swap_augmentations`)."""
+    if "pac" not in settings.methods:
+        return
+    single = [index for index, text in enumerate(texts) if len(text.split(" ")) < 2]
+    if single:
+        logger.warning(
+            "%s: %d of the %d texts are one word (no space; e.g. text %d), so PAC's word-swapped copies are the text "
+            "itself and its PAC score is 0.0 whatever the model saw: read PAC's ranking of those texts as no evidence, "
+            "or score texts of several words.",
+            task,
+            len(single),
+            len(texts),
+            single[0],
+        )
+
+
 def check_request_count(task: str, texts: int, settings) -> int:
     """The requests a run of ``texts`` texts sends at most (:func:`pdd_tasks.registry.planned_requests`),
     refused with :class:`TooManyRequests` above ``settings.max_requests``, naming what costs most, and
@@ -280,6 +298,7 @@ class MembershipInferenceTask(ConfigurableTask):
         self._log_reference_freq: np.ndarray | None = None
         self._prepared: dict | None = None
         self._warned_context = False
+        self._warned_gap_k_window = False
         super().__init__(config=config)
         self.check_table_before_scoring(metadata)
 
@@ -339,6 +358,7 @@ class MembershipInferenceTask(ConfigurableTask):
         refuse_run_options(self.config.task, **kwargs)
         texts = scored_texts(list(self.eval_docs), kwargs.get("limit"), kwargs.get("samples"))
         check_request_count(self.config.task, len(texts), self.settings)
+        warn_one_word_texts(self.config.task, texts, self.settings)
         for method in self.dataset_methods:
             method.start(texts, kwargs.get("cache_requests", False))
         super().build_all_requests(**kwargs)
@@ -484,6 +504,18 @@ class MembershipInferenceTask(ConfigurableTask):
             )
         self.check_answering_model(scores.model)
         self.record_scoring_backend(scores.model)
+        if "gap_k" in self.settings.methods and len(scores.logprobs) < self.settings.gap_k_window:
+            if not self._warned_gap_k_window:
+                logger.warning(
+                    "%s: a text has %d scored token(s), fewer than gap_k_window=%d: Gap-K%% of such a text is the "
+                    "lowest k%% of its gaps without the moving average, unlike a longer text's, and where every text "
+                    "is this short the window is never applied. Lower gap_k_window (e.g. --metadata "
+                    "'{\"gap_k_window\": 1}') or score longer texts.",
+                    self.config.task,
+                    len(scores.logprobs),
+                    self.settings.gap_k_window,
+                )
+            self._warned_gap_k_window = True
         extra: dict[str, list[np.ndarray]] = {}
         requested = extra_requests(doc["text"], self.settings, self.prepared())
         for (method, _, _), answer in zip(requested, results[1 : 1 + len(requested)], strict=True):

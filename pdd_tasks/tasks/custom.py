@@ -153,6 +153,18 @@ def read_custom_data(metadata: dict, keep_duplicates: bool = False) -> CustomDat
                 f"reference_files is for unlabelled texts. Drop reference_files, or set "
                 f"--metadata '{{\"label_field\": null}}' to treat {path} as unlabelled."
             )
+        ignored = [key for key in ("target_fpr", "target_fdr") if key in metadata]
+        if ignored:
+            logger.warning(
+                "pdd_custom: %s ignored: %s has labels (field %r), so the run reports AUC and TPR at fixed FPRs "
+                "(5%%, 1%%, 0.1%%); target_fpr and target_fdr set the threshold and the identification of an "
+                "unlabelled run with reference_files. Remove %s, or set --metadata '{\"label_field\": null}' "
+                "with reference_files to run it unlabelled.",
+                " and ".join(f"{key}={metadata[key]!r}" for key in ignored),
+                path,
+                label_field,
+                "it" if len(ignored) == 1 else "them",
+            )
         dataset = normalise_rows(rows, str(path), text_field, label_field)
         dataset, repeats = distinct_rows(
             "pdd_custom", dataset, places, keep_duplicates=keep_duplicates, roles=list(dataset["label"])

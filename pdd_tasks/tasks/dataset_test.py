@@ -39,6 +39,7 @@ from lm_eval.api.task import ConfigurableTask
 
 from pdd_tasks import lm_eval_patches
 from pdd_tasks.dataset_tests import DATASET_TESTS, DatasetTest, NotApplicable
+from pdd_tasks.dataset_tests.codec import MIN_SCORED, CodecError, too_few_scored
 from pdd_tasks.dataset_tests.core import (
     check_cost,
     distinct,
@@ -171,6 +172,15 @@ class CodecTask(DatasetTestTask):
     """``pdd_codec``: CoDeC on one source of examples (:mod:`pdd_tasks.dataset_tests.codec`)."""
 
     TEST = "codec"
+
+    def build_all_requests(self, **kwargs) -> None:
+        """As every dataset-level test's, and a ``--limit`` that leaves fewer than
+        :data:`~pdd_tasks.dataset_tests.codec.MIN_SCORED` examples refused, as the same file would be."""
+        super().build_all_requests(**kwargs)
+        scored = len({instance.doc_id for instance in self.instances})
+        if scored < MIN_SCORED:
+            why = f"--limit {kwargs.get('limit')} of {len(self.documents)} examples"
+            raise CodecError(too_few_scored(scored, self.config.task, why))
 
 
 class ExchangeabilityTask(DatasetTestTask):

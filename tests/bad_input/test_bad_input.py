@@ -79,3 +79,33 @@ def test_text_longer_than_context_is_an_error_unless_truncation_is_asked(tiny_mo
     out = tmp_path / "truncated" / "out"
     allowed = lm_eval_custom(tiny_model, data, out, {"freq_table": str(tiny_table), "truncate": True})
     assert "were truncated to their first 256 tokens" in allowed.stderr
+
+
+def test_target_fdr_on_a_labelled_run_is_named_as_ignored(tmp_path, caplog):
+    """Issue 43 item 4: ``target_fdr`` (and ``target_fpr``) set PTDI's identification and the threshold of an
+    unlabelled run with references; a labelled run ignored them without a word."""
+    import logging
+
+    from pdd_tasks.tasks.custom import read_custom_data
+
+    data = write_jsonl(tmp_path / "labelled.jsonl", rows(("a member text", 1), ("a non-member text", 0)))
+    with caplog.at_level(logging.WARNING, logger="pdd_tasks"):
+        assert read_custom_data({"data_files": str(data), "target_fdr": 0.01}).labelled
+    assert "pdd_custom: target_fdr=0.01 ignored:" in caplog.text and "has labels (field 'label')" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="pdd_tasks"):
+        read_custom_data({"data_files": str(data)})
+    assert "ignored" not in caplog.text
+
+
+def test_pac_on_one_word_texts_and_a_gap_k_window_longer_than_every_text_are_named(tiny_model, tiny_table, tmp_path):
+    """Issue 43 item 4: PAC scored one-word texts 0.0 (each swapped copy is the text itself), and a
+    ``gap_k_window`` longer than every text was applied to none of them, both without a word."""
+    words = ["river", "mountain", "harbour", "lantern", "meadow", "orchard"]
+    data = write_jsonl(tmp_path / "t.jsonl", rows(*[(word, index % 2) for index, word in enumerate(words)]))
+    metadata = {"freq_table": str(tiny_table), "pac": True, "pac_augmentations": 2, "gap_k_window": 50}
+    process = lm_eval_custom(tiny_model, data, tmp_path / "out", metadata)
+    assert "pdd_custom: 6 of the 6 texts are one word (no space; e.g. text 0)" in process.stderr
+    assert "its PAC score is 0.0 whatever the model saw" in process.stderr
+    assert "scored token(s), fewer than gap_k_window=50" in process.stderr
+    assert process.stderr.count("fewer than gap_k_window") == 1  # once per run, not once per text

@@ -665,6 +665,20 @@ def test_blind_without_bootstrap_prints_no_standard_errors(tmp_path):
     assert " ± n/a" in process.stdout and "nan" not in process.stdout
 
 
+def test_blind_on_two_texts_a_class_shows_no_interval_and_warns_as_table_does(tmp_path):
+    """Issue 43 item 4: 2 + 2 texts gave ``1.000 [1.000, 1.000]`` where ``table`` shows "no interval"."""
+    data = write_jsonl(tmp_path / "t.jsonl", labelled(2))
+    metadata = json.dumps({"data_files": str(data)})
+    process = run_pdd(["blind", "pdd_custom", "--metadata", metadata, "--bootstrap-iters", "0"], tmp_path)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert " [no interval] |" in process.stdout and "[1.000, 1.000]" not in process.stdout, process.stdout
+    assert "no interval: no standard error could be computed" in process.stdout
+    assert "**Too few texts** in pdd_custom: 2 members and 2 non-members, fewer than" in process.stdout
+    process = run_pdd(["blind", "pdd_custom", "--metadata", metadata, "--bootstrap-iters", "0", "--json"], tmp_path)
+    (result,) = json.loads(process.stdout)
+    assert result["auc_ci95"] is None and "no evidence of membership" in result["too_few_texts"]
+
+
 def test_blind_names_an_unknown_task_and_a_listing_command_that_works(tmp_path):
     process = run_pdd(["blind", "pdd_no_such_task"], tmp_path)
     assert process.returncode != 0 and "Traceback" not in process.stderr

@@ -234,3 +234,64 @@ def test_the_lm_eval_command_shows_the_planned_requests_before_scoring(tiny_mode
     )
     assert planned in process.stderr
     assert process.stderr.index(planned) < process.stderr.index("Running loglikelihood requests")
+
+
+# -- issue 43 item 4: degenerate inputs are named, not scored -------------------------------------------
+
+
+@pytest.mark.parametrize("count", [2, 4])
+def test_codec_on_fewer_examples_than_its_test_can_reject_with_is_refused(tmp_path, count):
+    """Below 5 examples CoDeC's binomial test cannot reject at 0.05 even when every example drops
+    (0.5**4 = 0.0625): 2 examples used to give 1.000 +- 0."""
+    data = write_jsonl(tmp_path / "few.jsonl", examples(count))
+    with pytest.raises(UserError) as refused:
+        build_task("codec", {"data_files": str(data)})
+    message = str(refused.value)
+    assert (
+        f"{count} example(s) would be scored (of the {count} distinct example(s) given), too few for CoDeC" in message
+    )
+    assert "below 5 even a score of 1.000" in message and "p = 0.5^4 = 0.0625" in message
+    assert "Score at least 5 examples" in message
+    assert build_task("codec", {"data_files": str(write_jsonl(tmp_path / "five.jsonl", examples(5)))}).documents
+
+
+def test_codec_under_a_limit_below_its_minimum_is_refused_as_the_same_file_would_be(tiny_model, tmp_path):
+    data = write_jsonl(tmp_path / "ten.jsonl", examples(10))
+    args = harness_args(cpu_float32(tiny_model), "pdd_codec", tmp_path / "out", include=CONFIGS, device="cpu", metadata={"data_files": str(data)}, limit=2)  # fmt: skip
+    process = run_lm_eval(args, cwd=tmp_path, check=False)
+    assert process.returncode != 0 and "Traceback" not in process.stderr, process.stderr[-3000:]
+    assert "pdd_codec: 2 example(s) would be scored (--limit 2 of 10 examples), too few for CoDeC" in process.stderr
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").rglob("results_*.json"))
+
+
+def test_a_reference_below_codecs_minimum_is_not_compared_against(tasks_dir):
+    (tasks_dir / "data" / "three.jsonl").write_text(
+        "".join(line + "\n" for line in (tasks_dir / "data" / "gsm8k_test.jsonl").read_text().splitlines()[:3])
+    )
+    (tasks_dir / "gsm8k_three.yaml").write_text(
+        f"include: gsm8k_local.yaml\ntask: gsm8k_three\ndataset_kwargs:\n  data_files:\n    train: {tasks_dir}/data/gsm8k_train.jsonl\n"
+        f"    test: {tasks_dir}/data/three.jsonl\n"
+    )
+    metadata = {
+        "source_tasks": ["arc_easy_local"],
+        "source_include_path": str(tasks_dir),
+        "references": {"arc_easy_local": "gsm8k_three"},
+        "exchangeability": {"num_shards": 4, "permutations": 9},
+    }
+    with pytest.raises(UserError, match="the reference gsm8k_three cannot be scored: .*3 example\\(s\\) would be scored.*too few for CoDeC"):  # fmt: skip
+        build_task("contamination", metadata)
+
+
+def test_the_exchangeability_test_on_copies_of_one_example_does_not_apply(tmp_path, caplog):
+    """40 copies of one example used to give p = 1, as if the order had been tested and found clean."""
+    data = write_jsonl(tmp_path / "one.jsonl", [examples(1)[0]] * 40)
+    with pytest.raises(UserError) as refused:
+        build_task("exchangeability", {"data_files": str(data), "num_shards": 4, "permutations": 9})
+    message = str(refused.value)
+    assert "4 of the 4 shards hold copies of one text" in message and "it does not apply" in message
+    assert "Give examples that differ" in message
+    # some shards of copies: the test runs on the others, and says so
+    mixed = write_jsonl(tmp_path / "mixed.jsonl", examples(20) + [examples(1)[0]] * 10)
+    with caplog.at_level(logging.WARNING):
+        task = build_task("exchangeability", {"data_files": str(mixed), "num_shards": 3, "permutations": 9})
+    assert len(task.documents) == 3 and "1 of the 3 shards hold copies of one text (shards 2)" in caplog.text

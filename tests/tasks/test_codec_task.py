@@ -191,12 +191,12 @@ def test_without_the_start_token_it_was_trained_after_the_same_model_is_not_flag
 
 
 def test_too_short_examples_are_counted_not_silently_dropped(tiny_model, tmp_path, caplog):
-    texts = ["one two three", "four five six"] + [f"a longer example number {i} with words to score after eight" for i in range(4)]  # fmt: skip
+    texts = ["one two three", "four five six"] + [f"a longer example number {i} with words to score after eight" for i in range(5)]  # fmt: skip
     data = write_jsonl(tmp_path / "texts.jsonl", texts)
     run_codec(tiny_model, tmp_path / "out", {"data_files": str(data)})
-    assert metrics(tmp_path / "out")["codec_examples,none"] == 4
+    assert metrics(tmp_path / "out")["codec_examples,none"] == 5
     config = read_results(tmp_path / "out")["configs"]["pdd_codec"]["metadata"]["codec_source"]
-    assert (config["examples"], config["scored"], config["too_short"]) == (6, 4, 2)
+    assert (config["examples"], config["scored"], config["too_short"]) == (7, 5, 2)
 
 
 def test_the_task_is_indexed():

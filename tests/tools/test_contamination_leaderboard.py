@@ -184,3 +184,47 @@ def test_every_column_is_documented():
     page = (ROOT / "docs" / "report.md").read_text(encoding="utf-8")
     section = page[page.index("### Contamination leaderboard columns") :]
     assert [column for column in contamination_columns() if f"`{column}`" not in section] == []
+
+
+@pytest.mark.parametrize("second_name", ["{path}/", "{relative}", "./{relative}/"])
+def test_one_model_named_two_ways_is_one_row_and_one_holm_family(tmp_path, monkeypatch, capsys, second_name):
+    """Issue 43 item 3: ``.../tiny`` and ``.../tiny/`` (or a relative path of the folder) are one model: one
+    row per benchmark, one Holm family, the adjusted p-values those of one run that tested both benchmarks."""
+    model = tmp_path / "models" / "tiny"
+    model.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)  # the relative name resolves from where the report runs
+    other = second_name.format(path=model, relative="models/tiny")
+    apart, together = tmp_path / "apart", tmp_path / "together"
+    first = write_run(apart, str(model), "2026-01-01T00-00-00.000000", {"arc_easy": (990, 0.6)})
+    write_run(apart / "second", other, "2026-01-02T00-00-00.000000", {"gsm8k": (20, 0.015)})
+    write_run(together, str(model), "2026-01-01T00-00-00.000000", {"arc_easy": (990, 0.6), "gsm8k": (20, 0.015)})
+
+    returncode, stderr = report(capsys, apart, "--out", tmp_path / "report-apart")
+    assert returncode == 0, stderr
+    assert f"the runs name one model in 2 ways ({str(model)!r} in {first}, {other!r} in " in stderr
+    assert "so the report takes them as one model (one row of the contamination leaderboard, one Holm family)" in stderr
+    assert report(capsys, together, "--out", tmp_path / "report-together")[0] == 0
+    board, expected = (
+        json.loads((tmp_path / name / "contamination.json").read_text()) for name in ("report-apart", "report-together")
+    )
+    assert board["models"] == expected["models"] == ["tiny"]
+    assert "p-values per model: tiny 4" in board["notes"][0]
+    assert any(note.startswith("The runs name one model in 2 ways") for note in board["notes"])
+    columns = ("model", "benchmark", "verdict", "codec_p", "codec_p_holm", "exchangeability_p_holm")
+    assert [[row[c] for c in columns] for row in board["rows"]] == [
+        [row[c] for c in columns] for row in expected["rows"]
+    ]
+    # the rule the rows follow: gsm8k's exchangeability p 0.015 is adjusted over the model's 4 p-values, not 2
+    adjusted = holm_adjusted([codec_calibrated_pvalue(990, 1000), codec_calibrated_pvalue(20, 1000), 0.6, 0.015])
+    assert board["rows"][1]["exchangeability_p_holm"] == pytest.approx(adjusted[3])
+
+
+def test_a_hub_name_is_taken_as_written_and_a_path_of_another_machine_by_its_folder(tmp_path, monkeypatch):
+    from pdd_tasks.tools.results.runs import model_identity
+
+    monkeypatch.chdir(tmp_path)
+    assert model_identity("EleutherAI/pythia-160m") == "EleutherAI/pythia-160m"
+    assert (
+        model_identity("/no/such/machine/tiny/") == model_identity("/no/such/machine//tiny") == "/no/such/machine/tiny"
+    )
+    assert model_identity("org/model-a") != model_identity("org/model-b")

@@ -4,7 +4,8 @@ Loads the task's texts and labels exactly as ``lm_eval`` would (same task config
 ``--metadata``), fits the out-of-fold bag-of-n-grams classifier of :mod:`pdd_metrics.blind` and
 prints its AUC with a 95% interval (DeLong) and TPR at 5%, 1% and 0.1% FPR with their bootstrap
 standard errors: the numbers a harness run reports as ``blind_*``. A group (``pdd_wikimia``)
-gives one row per task.
+gives one row per task. As ``lm-eval-pdd table`` shows them: an AUC whose DeLong standard error is 0
+or undefined has "no interval", and a class of fewer than 30 texts gets a **Too few texts** warning.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from pdd_metrics.blind import BLIND_FOLDS, BLIND_SEED, blind_scores
 from pdd_metrics.intervals import delong_auc_stderr, normal_interval, smallest_fpr_step, tpr_at_fpr_stderr
 from pdd_tasks.tasks.aggregations import FPR_BUDGETS
 from pdd_tasks.tools.arg_types import bootstrap_iters
+from pdd_tasks.tools.report.tables import NO_STDERR_NOTE
+from pdd_tasks.tools.results.runs import Counts
 
 
 @dataclass(frozen=True)
@@ -33,15 +36,24 @@ class BlindResult:
     tpr: dict[str, float]  # metric name (tpr@fpr<x%) -> value
     tpr_stderr: dict[str, float]
 
+    def auc_interval(self) -> tuple[float, float] | None:
+        """The AUC's 95% interval (DeLong), or None where its standard error gives none: 0 (every member
+        scored above every non-member, or every one below) or undefined (fewer than 2 texts of a
+        class), as ``lm-eval-pdd table`` shows it ("no interval")."""
+        if not np.isfinite(self.auc_stderr) or self.auc_stderr == 0:
+            return None
+        return normal_interval(self.auc, self.auc_stderr)
+
     def as_dict(self) -> dict:
-        low, high = normal_interval(self.auc, self.auc_stderr)
+        interval = self.auc_interval()
         return {
             "task": self.task,
             "n_members": self.n_members,
             "n_non_members": self.n_non_members,
             "auc": self.auc,
-            "auc_stderr": self.auc_stderr,
-            "auc_ci95": [low, high],
+            "auc_stderr": None if np.isnan(self.auc_stderr) else self.auc_stderr,
+            "auc_ci95": None if interval is None else list(interval),
+            "too_few_texts": Counts(self.n_members + self.n_non_members, self.n_members, self.n_non_members).too_few(),
             **{name: value for name, value in self.tpr.items()},
             **{f"{name}_stderr": None if np.isnan(value) else value for name, value in self.tpr_stderr.items()},
         }
@@ -99,14 +111,22 @@ def format_results(results: list[BlindResult]) -> str:
     header = ["task", "members", "non-members", "blind AUC [95% CI]", *(f"TPR@FPR<{k[8:]} ± se" for k in FPR_BUDGETS)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     notes = []
+    warnings = []
     for result in results:
-        low, high = normal_interval(result.auc, result.auc_stderr)
+        interval = result.auc_interval()
         cells = [
             result.task,
             str(result.n_members),
             str(result.n_non_members),
-            f"{result.auc:.3f} [{low:.3f}, {high:.3f}]",
+            f"{result.auc:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
+            if interval
+            else f"{result.auc:.3f} [no interval]",
         ]
+        if interval is None and f"no interval: {NO_STDERR_NOTE}" not in notes:
+            notes.append(f"no interval: {NO_STDERR_NOTE}")
+        counts = Counts(result.n_members + result.n_non_members, result.n_members, result.n_non_members)
+        if too_few := counts.too_few():
+            warnings.append(f"**Too few texts** in {result.task}: {too_few}")
         for name, budget in FPR_BUDGETS.items():
             unresolved = smallest_fpr_step(result.n_non_members) >= budget
             stderr = result.tpr_stderr[name]
@@ -123,7 +143,7 @@ def format_results(results: list[BlindResult]) -> str:
         f"{BLIND_FOLDS}-fold out-of-fold scores, seed {BLIND_SEED}. Where it is high, the labels are predictable "
         "without the model and a detection method's AUC on this benchmark is no evidence of membership."
     )
-    return "\n".join(lines + [""] + notes + ([""] if notes else []) + [explanation])
+    return "\n".join(lines + [""] + warnings + notes + ([""] if warnings or notes else []) + [explanation])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -6,6 +6,11 @@ benchmark is a source task of ``pdd_contamination``, the model the run's, named 
 report names it (:func:`pdd_tasks.tools.report.tables.shown` of :attr:`pdd_tasks.tools.results.runs.Run.model`; the
 full name where two models would be shown alike).
 
+- **A model is what its name resolves to** (:func:`pdd_tasks.tools.results.runs.model_identity`): runs
+  that name one model in two ways (``.../tiny`` and ``.../tiny/``, a relative and an absolute path of
+  one folder) are one model, shown by the name its first run gives it, and the notes say so; two rows
+  would split its Holm family in two and make its adjusted p-values too small.
+
 - **Holm's family is the model.** A verdict is about a model, so each model's benchmarks, across all
   the runs given, form one table, decided by :func:`pdd_metrics.verdict.decide_table`: Holm's
   correction over every p-value of that table (CoDeC and the exchangeability test of each
@@ -33,7 +38,7 @@ from pdd_tasks.dataset_tests import DATASET_TESTS
 from pdd_tasks.dataset_tests.core import reference_metric
 from pdd_tasks.tools.report.tables import VERDICT_RULE, markdown_table, shown
 from pdd_tasks.tools.results.contamination import ContaminationValues, accuracy_of, contamination_values
-from pdd_tasks.tools.results.runs import Run
+from pdd_tasks.tools.results.runs import Run, model_spellings
 
 
 def test_columns(name: str) -> tuple[str, ...]:
@@ -159,14 +164,18 @@ def contamination_board(runs: list[Run]) -> ContaminationBoard | None:
     readings = [(run, read) for run in runs if (read := contamination_values(run.results))]
     if not readings:
         return None
-    names = model_names([run.model for run, _ in readings])
+    first = {}  # each model (model_identity) by the name its first run gives it
+    for run, _ in readings:
+        first.setdefault(run.model_identity, run.model)
+    shown_as = model_names(list(first.values()))
+    names = {identity: shown_as[name] for identity, name in first.items()}
     used: dict[str, dict[str, tuple[Run, ContaminationValues]]] = {name: {} for name in names.values()}
     superseded: list[tuple[str, str, Run]] = []  # (model, benchmark, run left out)
     for run, read in sorted(readings, key=lambda item: item[0].timestamp):  # stable: the later given wins a tie
-        cells = used[names[run.model]]
+        cells = used[names[run.model_identity]]
         for benchmark in read.tasks:
             if benchmark in cells:
-                superseded.append((names[run.model], benchmark, cells[benchmark][0]))
+                superseded.append((names[run.model_identity], benchmark, cells[benchmark][0]))
             cells[benchmark] = (run, read)
     benchmarks = list(dict.fromkeys(task for _, read in readings for task in read.tasks))
     rows = []
@@ -177,6 +186,7 @@ def contamination_board(runs: list[Run]) -> ContaminationBoard | None:
             rows.append(_row(model, benchmark, run, read, decisions[benchmark]))
     board = ContaminationBoard(list(used), benchmarks, rows, [])
     board.notes.extend(_notes(board, used, superseded))
+    board.notes.extend("T" + line.removeprefix("warning: t") for line in model_spellings([run for run, _ in readings]))
     return board
 
 

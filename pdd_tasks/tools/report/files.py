@@ -44,6 +44,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -75,6 +76,7 @@ from pdd_tasks.tools.results.runs import (
     ResultsError,
     Run,
     find_runs,
+    model_spellings,
     pdd_tasks_of,
     task_settings,
     warn_bad_values,
@@ -258,7 +260,7 @@ def differing_settings(reports: list[TaskReport]) -> list[str]:
     settings = [comparable_settings(report.run, report.task) for report in reports]
     groups: dict[tuple[str, str], list[int]] = {}
     for index, report in enumerate(reports):
-        groups.setdefault((report.run.model, report.task), []).append(index)
+        groups.setdefault((report.run.model_identity, report.task), []).append(index)
     out = [""] * len(reports)
     for members in groups.values():
         if len(members) < 2:
@@ -612,6 +614,8 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
         return [out / path.name for path in written]
     finally:
         warn_bad_values(runs)
+        for line in model_spellings(runs):
+            print(line, file=sys.stderr)
 
 
 def _write_documents(runs, reports, skipped, checks, contamination: ContaminationBoard | None, out: Path) -> list[Path]:

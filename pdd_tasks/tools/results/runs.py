@@ -8,6 +8,7 @@ first) or a results file; anything else is a :class:`ResultsError` whose message
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -189,6 +190,12 @@ class Run:
             return args.split("pretrained=", 1)[1].split(",", 1)[0]
         return str(self.results.get("model_name") or config.get("model") or "unknown model")
 
+    @property
+    def model_identity(self) -> str:
+        """The model :attr:`model` names, as :func:`model_identity` resolves it: two runs of one model
+        given by two spellings of its path share it."""
+        return model_identity(self.model)
+
     def samples_file(self, task: str) -> Path | None:
         """``samples_<task>_<timestamp>.jsonl`` beside the results file, or None (no --log_samples)."""
         file = self.file.parent / f"samples_{task}_{self.timestamp}.jsonl"
@@ -241,6 +248,47 @@ class Run:
         if labels is None:
             return Counts(total, problem=f"the samples file {file} holds no labelled metric")
         return Counts(len(samples), sum(labels), len(labels) - sum(labels))
+
+
+def model_identity(name: str) -> str:
+    """The model a ``pretrained=`` name stands for, so that two spellings of one model are one model
+    (one row of the contamination leaderboard, one Holm family).
+
+    - A name that exists as a path from the current directory is a local model: its real path
+      (:func:`os.path.realpath`: absolute, symbolic links followed, a trailing ``/`` and ``./`` gone).
+      A relative path in a results JSON is relative to the folder lm_eval ran in, which the JSON does
+      not record; the report resolves it from the folder it runs in, so run it from there to have a
+      relative name and an absolute one taken as one model.
+    - Any other name (a Hub id such as ``EleutherAI/pythia-160m``, or a path of another machine) is
+      compared as written, less what cannot change the folder it names (:func:`os.path.normpath`: a
+      trailing ``/``, ``./``, ``//``); a Hub id is unchanged by it.
+
+    >>> model_identity("org/no-such-model/") == model_identity("./org//no-such-model") == "org/no-such-model"
+    True
+    """
+    name = name.strip()
+    if not name:
+        return name
+    if os.path.exists(name):
+        return os.path.realpath(name)
+    return os.path.normpath(name)
+
+
+def model_spellings(runs: list[Run]) -> list[str]:
+    """A warning line per model that ``runs`` (those read so far) name in more than one way
+    (:func:`model_identity`): the names, a run of each, and that the report takes them as one model;
+    none where every model is named one way."""
+    names: dict[str, dict[str, Run]] = {}
+    for run in (run for run in runs if "_checked" in run.__dict__):
+        names.setdefault(run.model_identity, {}).setdefault(run.model, run)
+    return [
+        f"warning: the runs name one model in {len(spelt)} ways ("
+        + ", ".join(f"{name!r} in {run.file}" for name, run in spelt.items())
+        + f"); all are {identity}, so the report takes them as one model (one row of the contamination "
+        "leaderboard, one Holm family). Name a model one way in every run to keep this warning away."
+        for identity, spelt in names.items()
+        if len(spelt) > 1
+    ]
 
 
 def find_runs(paths: list[Path]) -> list[Run]:
