@@ -31,11 +31,14 @@ def positive_int(text: str) -> int:
     return value
 
 
-def epochs(text: str) -> int:
-    """Epochs of a fine-tuning: a whole number from 1 to
-    :data:`~pdd_tasks.tools.builders.fine_tuning.MAX_EPOCHS` (1000)."""
-    from pdd_tasks.tools.builders.fine_tuning import MAX_EPOCHS
+#: The most epochs a fine-tuning accepts (``--epochs``; :mod:`pdd_tasks.tools.builders.fine_tuning`
+#: checks it too): the controls are made with 1 to 3 (their power curves stop at 3); a thousand passes
+#: over any file is no control of anything a pretraining corpus does, only hours of compute.
+MAX_EPOCHS = 1000
 
+
+def epochs(text: str) -> int:
+    """Epochs of a fine-tuning: a whole number from 1 to :data:`MAX_EPOCHS`."""
     value = positive_int(text)
     if value > MAX_EPOCHS:
         raise argparse.ArgumentTypeError(

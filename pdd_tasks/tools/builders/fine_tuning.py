@@ -14,12 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pdd_tasks.errors import UserError
+from pdd_tasks.tools.arg_types import MAX_EPOCHS
 
-
-#: The most epochs a fine-tuning accepts (``--epochs``): the controls are made with 1 to 3 (the
-#: contamination controls' power curves stop at 3); a thousand passes over any file is no control of
-#: anything a pretraining corpus does, only hours of compute.
-MAX_EPOCHS = 1000
 
 #: The most optimizer steps a fine-tuning may plan (epochs x batches an epoch): a million steps of the
 #: default model take days on a CPU and hours on a GPU; the shipped controls plan under 1,000.
