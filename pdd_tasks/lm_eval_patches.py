@@ -14,7 +14,7 @@ the vLLM capture asks to apply it there: :func:`vllm_worker_prompt_stats`) and `
 the first two put in place of vLLM's is in :mod:`pdd_tasks.backends.vllm_worker`.
 
 When: :func:`apply` applies them all, idempotently. It is called explicitly where a pdd task is
-built (``MembershipInferenceTask.__init__``, ``ExchangeabilityTask.__init__``) and by
+built (``MembershipInferenceTask.__init__``, ``DatasetTestTask.__init__``) and by
 ``python -m pdd_tasks.backends`` before lm-eval's command line starts; importing any module of
 this package changes nothing in lm-eval (``tests/backends/test_lm_eval_patches.py`` checks it in a fresh
 interpreter). A patch that concerns a backend not loaded in this process (vLLM) is applied by the

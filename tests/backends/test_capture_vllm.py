@@ -80,8 +80,10 @@ def full_logprobs(tiny_model, token_ids: list[int]) -> torch.Tensor:
 
 
 def test_which_vllm_classes_ran():
-    # Recorded in the test log: vLLM's own classes (REAL_VLLM) or the recorded stand-ins.
+    # Recorded in the test log: vLLM's own classes (REAL_VLLM) or the recorded stand-ins; where vLLM is
+    # installed, lm-eval's VLLM class must import beside it (else the tests below ran on stand-ins only)
     print(f"REAL_VLLM={REAL_VLLM}, lm-eval VLLM class: {real_vllm_class()}")
+    assert (real_vllm_class() is not None) == bool(REAL_VLLM)
 
 
 def test_prompt_is_the_stock_empty_context_encoding(vllm_lm):

@@ -49,7 +49,7 @@ def tasks_dir(tmp_path_factory):
         ({"source_tasks": ["a"], "exchangeability": {"permutations": 0}}, "exchangeability: metadata permutations=0"),
         ({"source_tasks": ["a"], "codec": {"data_files": "x.jsonl"}}, "name the tasks in source_tasks"),
         ({"source_tasks": ["a"], "max_examples": 200}, "give it in the test's block"),
-        ({"source_task": ["a"]}, "source_tasks=None"),
+        ({"source_task": ["a"]}, "did you mean 'source_tasks'"),
         ({"source_tasks": ["a"], "references": ["b"]}, "expected an object mapping a source task"),
         ({"source_tasks": ["a"], "references": {"c": "b"}}, r"references names \['c'\], not in source_tasks"),
         ({"source_tasks": ["a", "b"], "references": {"a": "b"}}, "is both a source task and a reference"),

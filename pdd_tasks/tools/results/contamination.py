@@ -128,7 +128,7 @@ def contamination_values(results: dict) -> ContaminationValues | None:
             if isinstance(ran, dict) and ran.get("reference") and reference is None:
                 # the run compared with a reference whose values are gone: not against the null instead
                 unusable += [f"{reference_metric(key)}/{task},none" for key in test.reading.result_keys]
-            own = {key: values[found_key] for key, found_key in zip(test.reading.result_keys, keys, strict=True)}
+            own = {key: values.get(found_key) for key, found_key in zip(test.reading.result_keys, keys, strict=True)}
             evidence = None if unusable else test.reading.evidence(own, reference)
             if evidence is None:
                 damaged[task, name] = unusable or keys  # left out of the verdict, as a test that did not apply
