@@ -24,6 +24,7 @@ from .evaluation import validate_scores_and_labels
 __all__ = [
     "delong_auc_stderr",
     "normal_interval",
+    "null_auc_standard_error",
     "smallest_fpr_step",
     "tpr_at_fpr_bootstrap",
     "tpr_at_fpr_stderr",
@@ -150,3 +151,13 @@ def normal_interval(estimate: float, stderr: float, level: float = 0.95) -> tupl
         raise ValueError(f"level must be in (0, 1), e.g. 0.95; got {level!r}")
     half = float(norm.ppf(0.5 + level / 2)) * stderr
     return max(0.0, float(estimate) - half), min(1.0, float(estimate) + half)
+
+
+def null_auc_standard_error(members: int, non_members: int) -> float:
+    """Standard error of an AUC of 0.5 from ``members`` and ``non_members`` texts (the Mann-Whitney
+    U statistic's null variance, Hanley & McNeil 1982): sqrt((m + n + 1) / (12 m n)).
+
+    >>> round(null_auc_standard_error(50, 50), 3)
+    0.058
+    """
+    return math.sqrt((members + non_members + 1) / (12 * members * non_members))

@@ -24,6 +24,10 @@ class UserError(ValueError):
     """A mistake in the user's input (a file, a setting, an argument); the message names the fix."""
 
 
+class SettingError(UserError):
+    """A task setting (a metadata key) with a wrong value, or a key that is no setting (a typo)."""
+
+
 def traceback_wanted() -> bool:
     """Whether the user asked for the traceback of a :class:`UserError` (``LM_EVAL_PDD_TRACEBACK=1``)."""
     return os.environ.get("LM_EVAL_PDD_TRACEBACK", "") not in ("", "0")

@@ -16,7 +16,8 @@ import re
 from collections.abc import Callable
 
 from pdd_metrics.verdict import Evidence
-from pdd_tasks.dataset_tests.core import DatasetTest, read_settings, reference_metric
+from pdd_tasks.dataset_tests.core import DatasetTest, read_settings
+from pdd_tasks.results_schema import reference_metric
 
 
 WORDS = ("level", "colour", "noise", "speed", "smell", "temperature", "width", "depth")

@@ -123,7 +123,7 @@ class Reading:
         result_keys: the metrics (of :attr:`DatasetTest.metrics`) it is read from, the first its own
             value; a task's reading is left out of the verdict, as damaged, where one is missing or
             damaged. A test that :attr:`~DatasetTest.compares_to_reference` reads the same keys of the
-            reference (:func:`reference_metric`).
+            reference (:func:`pdd_tasks.results_schema.reference_metric`).
         evidence: ``evidence(values, reference)`` -> its :class:`pdd_metrics.verdict.Evidence` (the
             p-value, and where it has one the p-value against a weaker null), or None where the values
             give none (no example scored); ``reference``: the reference's values, or None.
@@ -179,7 +179,7 @@ class DatasetTest:
         compares_to_reference: its score means most beside the same score of a reference of
             known-unseen examples of the benchmark's kind (CoDeC): in ``pdd_contamination`` a task's
             ``references`` entry is scored by it with the same settings, into the metrics
-            ``reference_<metric>`` (:func:`reference_metric`).
+            ``reference_<metric>`` (:func:`pdd_tasks.results_schema.reference_metric`).
         contamination_defaults: defaults of its settings inside ``pdd_contamination`` where they
             differ from its own task's: the check beside an eval should cost about the eval (issue 33;
             docs/dataset-tests.md, "What a check costs"); a block's own value wins.
@@ -249,12 +249,6 @@ DATASET_TESTS: Registry[DatasetTest] = Registry(
     describe=lambda test: f"citation {test.citation!r}",
     unique_because="its name is its task's and its metrics' prefix and must be unique.",
 )
-
-
-def reference_metric(metric: str) -> str:
-    """A test's metric on a reference of known-unseen examples: ``codec_score`` ->
-    ``reference_codec_score`` (:attr:`DatasetTest.compares_to_reference`)."""
-    return f"reference_{metric}"
 
 
 def register(test: DatasetTest) -> DatasetTest:

@@ -20,17 +20,13 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from pdd_tasks.errors import UserError
+from pdd_tasks.errors import SettingError
 
 
 logger = logging.getLogger(__name__)
 
 
 # -- settings ------------------------------------------------------------------------------------
-
-
-class SettingError(UserError):
-    """A task setting (a metadata key) with a wrong value, or a key that is no setting (a typo)."""
 
 
 def _is_number(value: Any) -> bool:

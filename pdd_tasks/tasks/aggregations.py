@@ -45,15 +45,19 @@ from pdd_metrics import (
 )
 from pdd_metrics.blind import TooFewTexts, blind_scores
 from pdd_metrics.evaluation import OneClassError
-from pdd_metrics.intervals import delong_auc_stderr, smallest_fpr_step, tpr_at_fpr_stderr
+from pdd_metrics.intervals import (
+    delong_auc_stderr,
+    null_auc_standard_error,
+    smallest_fpr_step,
+    tpr_at_fpr_stderr,
+)
 from pdd_tasks.errors import UserError
 from pdd_tasks.registry import EM_MIA, with_stderr
+from pdd_tasks.results_schema import BLIND, FEW_TEXTS, FPR_BUDGETS
 
 
 logger = logging.getLogger(__name__)
 
-#: Below this many texts of a class, an AUC is reported with a warning about its standard error.
-FEW_TEXTS = 30
 _warned: set[tuple] = set()
 
 
@@ -63,19 +67,6 @@ def _warn_once_per(key: tuple, message: str, *args) -> None:
     if key not in _warned:
         _warned.add(key)
         logger.warning(message, *args)
-
-
-def null_auc_standard_error(members: int, non_members: int) -> float:
-    """Standard error of an AUC of 0.5 from ``members`` and ``non_members`` texts (the Mann-Whitney
-    U statistic's null variance, Hanley & McNeil 1982): sqrt((m + n + 1) / (12 m n))."""
-    return math.sqrt((members + non_members + 1) / (12 * members * non_members))
-
-
-#: Metric prefix of the blind baseline (a method name in tables, first row).
-BLIND = "blind"
-
-#: FPR budgets of the ``tpr@fpr<x`` metrics, by metric name.
-FPR_BUDGETS = {"tpr@fpr<5%": 0.05, "tpr@fpr<1%": 0.01, "tpr@fpr<0.1%": 0.001}
 
 
 def _unzip(items):

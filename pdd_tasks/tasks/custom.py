@@ -48,6 +48,12 @@ from pdd_tasks.errors import excerpt
 from pdd_tasks.loading.benchmark_data import DatasetError, DataSpec, check_texts, normalise_rows, read_local_rows
 from pdd_tasks.loading.repeats import distinct_rows, refuse_across_roles, scored_indices
 from pdd_tasks.registry import SETTINGS, SettingError
+from pdd_tasks.results_schema import (
+    REFERENCE,
+    SUSPECT,
+    target_fdr,
+    target_fpr,
+)
 from pdd_tasks.tasks import aggregations
 from pdd_tasks.tasks.base import MembershipInferenceTask
 from pdd_tasks.tasks.dataset_methods import EmMiaRunError
@@ -55,10 +61,7 @@ from pdd_tasks.tasks.dataset_methods import EmMiaRunError
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TARGET_FPR = 0.05
-DEFAULT_TARGET_FDR = 0.1
 DEFAULT_LABEL_FIELD = "label"
-SUSPECT, REFERENCE = "suspect", "reference"
 #: The metadata keys of pdd_custom besides the method settings.
 CUSTOM_KEYS = ("data_files", "reference_files", "target_fpr", "target_fdr", "text_field", "label_field", "language")
 
@@ -73,24 +76,6 @@ class CustomData:
     target_fpr: float
     target_fdr: float
     repeats: dict  # what the results JSON records of repeated texts (pdd_tasks.loading.repeats.record_of)
-
-
-def _rate(metadata: dict, key: str, default: float, examples: str) -> float:
-    value = metadata.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
-        raise SettingError(f"metadata {key}={value!r}: expected a rate in (0, 1), e.g. {examples}.")
-    return float(value)
-
-
-def target_fpr(metadata: dict) -> float:
-    """The ``target_fpr`` of a ``pdd_custom`` run's metadata (default :data:`DEFAULT_TARGET_FPR`), checked."""
-    return _rate(metadata, "target_fpr", DEFAULT_TARGET_FPR, "0.05 or 0.01")
-
-
-def target_fdr(metadata: dict) -> float:
-    """The ``target_fdr`` of a ``pdd_custom`` run's metadata (default :data:`DEFAULT_TARGET_FDR`), checked:
-    the false discovery rate at which PTDI identifies members (Benjamini-Hochberg)."""
-    return _rate(metadata, "target_fdr", DEFAULT_TARGET_FDR, "0.1 or 0.05")
 
 
 def _check_paths(key: str, value) -> None:

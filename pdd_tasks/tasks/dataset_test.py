@@ -45,13 +45,13 @@ from pdd_tasks.dataset_tests.core import (
     distinct,
     model_window,
     read_settings,
-    reference_metric,
     source_keys,
 )
 from pdd_tasks.errors import UserError, excerpt
 from pdd_tasks.loading import task_groups
 from pdd_tasks.loading.examples import ExampleSource, examples_of_task
 from pdd_tasks.registry import SettingError, check_metadata_keys
+from pdd_tasks.results_schema import reference_metric, source_metric
 from pdd_tasks.tasks.base import loglikelihood_requests, refuse_run_options
 
 
@@ -60,12 +60,6 @@ logger = logging.getLogger(__name__)
 
 class ContaminationError(UserError):
     """A setting of ``pdd_contamination`` is not usable; the message names the fix."""
-
-
-def metric_name(metric: str, source_task: str | None) -> str:
-    """A test's metric for one source task, e.g. ``codec_score/arc_easy`` (``codec_score`` where the
-    test runs alone)."""
-    return metric if source_task is None else f"{metric}/{source_task}"
 
 
 def prepare(test: DatasetTest, settings, examples: list[str], source: str, model, where: str):
@@ -165,7 +159,7 @@ class DatasetTestTask(ConfigurableTask):
         test = DATASET_TESTS[doc["test"]]
         item = test.item(doc, results)
         named = reference_metric if doc.get("role") == "reference" else str
-        return {metric_name(named(metric), doc["source_task"]): item for metric in test.metrics}
+        return {source_metric(named(metric), doc["source_task"]): item for metric in test.metrics}
 
 
 class CodecTask(DatasetTestTask):
@@ -367,14 +361,14 @@ class ContaminationTask(DatasetTestTask):
                     continue
                 self.settings[(name, test_name)] = own
                 documents += [{"test": test_name, "source_task": name, **doc} for doc in built]
-                metrics += [(metric_name(m, name), aggregate, higher) for m, (aggregate, higher) in test.metrics.items()]  # fmt: skip
+                metrics += [(source_metric(m, name), aggregate, higher) for m, (aggregate, higher) in test.metrics.items()]  # fmt: skip
                 if test.compares_to_reference and name in references:
                     built, summary[name][test_name]["reference"], planned[(name, f"{test_name} reference")] = (
                         self.reference(test, own, references[name], model, where, examples)
                     )
                     documents += [{"test": test_name, "source_task": name, "role": "reference", **doc} for doc in built]
                     metrics += [
-                        (metric_name(reference_metric(m), name), aggregate, higher)
+                        (source_metric(reference_metric(m), name), aggregate, higher)
                         for m, (aggregate, higher) in test.metrics.items()
                     ]
         if not documents:

@@ -17,8 +17,9 @@ REPO = Path(__file__).resolve().parents[2]
 #: module belongs to the longest prefix listed here that names it or a package above it.
 LAYERS = (
     ("pdd_metrics",),  # pure scoring functions: NumPy in, floats out
-    # the package, its errors and paths, and the one registry class (pdd_tasks.registries imports nothing of the project)
-    ("pdd_tasks", "pdd_tasks.errors", "pdd_tasks.paths", "pdd_tasks.registries"),
+    # the package, its errors and paths, the one registry class (pdd_tasks.registries imports nothing of the
+    # project) and the results schema (the keys tasks write and tools read: pdd_tasks.results_schema)
+    ("pdd_tasks", "pdd_tasks.errors", "pdd_tasks.paths", "pdd_tasks.registries", "pdd_tasks.results_schema"),
     # data, reference tables, the methods and the dataset-level tests (their registries)
     ("pdd_tasks.loading", "pdd_tasks.freq", "pdd_tasks.registry", "pdd_tasks.dataset_tests"),
     # per-run preparation, per-token capture, and the patches that route lm-eval's requests to it
@@ -169,3 +170,16 @@ def test_the_registry_class_imports_nothing_of_the_project():
         for target, _ in imports_of("pdd_tasks.registries")
         if target.split(".")[0] in ("pdd_metrics", "pdd_tasks")
     ] == []
+
+
+def test_the_tools_read_results_without_the_task_classes():
+    """A tool never imports a task class to read a key: the keys and the settings the tools read are in
+    ``pdd_tasks.results_schema``, below both (issue 44, item 3)."""
+    readers = [name for name in MODULES if name.startswith("pdd_tasks.tools.results")]
+    climbing = [
+        (name, imported)
+        for name in readers
+        for imported, _ in imports_of(name)
+        if imported.startswith("pdd_tasks.tasks")
+    ]
+    assert readers and climbing == []

@@ -20,7 +20,7 @@ import numpy as np
 from pdd_metrics import roc_auc, tpr_at_fpr
 from pdd_metrics.blind import BLIND_FOLDS, BLIND_SEED, blind_scores
 from pdd_metrics.intervals import delong_auc_stderr, normal_interval, smallest_fpr_step, tpr_at_fpr_stderr
-from pdd_tasks.tasks.aggregations import FPR_BUDGETS
+from pdd_tasks.results_schema import FPR_BUDGETS
 from pdd_tasks.tools.arg_types import bootstrap_iters
 from pdd_tasks.tools.report.tables import NO_STDERR_NOTE
 from pdd_tasks.tools.results.runs import Counts

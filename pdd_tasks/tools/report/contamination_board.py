@@ -35,7 +35,7 @@ from pathlib import Path
 
 from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE, Decision, decide_table
 from pdd_tasks.dataset_tests import DATASET_TESTS
-from pdd_tasks.dataset_tests.core import reference_metric
+from pdd_tasks.results_schema import reference_metric
 from pdd_tasks.tools.report.tables import VERDICT_RULE, markdown_table, shown
 from pdd_tasks.tools.results.contamination import ContaminationValues, accuracy_of, contamination_values
 from pdd_tasks.tools.results.runs import Run, model_spellings

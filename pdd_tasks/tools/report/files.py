@@ -57,7 +57,7 @@ from pdd_metrics.intervals import normal_interval, smallest_fpr_step
 from pdd_tasks import registry
 from pdd_tasks.loading import repeats
 from pdd_tasks.registry import METHOD_NAMES, RECORDED_KEYS, SETTINGS
-from pdd_tasks.tasks.aggregations import BLIND, FPR_BUDGETS
+from pdd_tasks.results_schema import BLIND, FPR_BUDGETS
 from pdd_tasks.tools.outputs import make_shareable, not_written, refuse_path_through_a_file, refuse_unsafe_output
 from pdd_tasks.tools.report.contamination_board import CONTAMINATION_FILES, ContaminationBoard, contamination_board
 from pdd_tasks.tools.report.tables import (

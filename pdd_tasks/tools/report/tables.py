@@ -19,7 +19,7 @@ from pdd_tasks.dataset_tests import DATASET_TESTS
 from pdd_tasks.loading import repeats
 from pdd_tasks.loading.files import read_json
 from pdd_tasks.registry import EM_MIA, METHOD_NAMES, label
-from pdd_tasks.tasks.aggregations import BLIND
+from pdd_tasks.results_schema import BLIND
 from pdd_tasks.tools.results.contamination import ContaminationValues, accuracy_of, contamination_values
 from pdd_tasks.tools.results.runs import (
     Counts,

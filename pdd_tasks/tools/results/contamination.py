@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pdd_tasks.dataset_tests import DATASET_TESTS
-from pdd_tasks.dataset_tests.core import reference_metric
+from pdd_tasks.results_schema import reference_metric, result_key, source_metric
 
 
 #: The accuracy-like metric of a standard task, first found first (multiple choice, then generation).
@@ -45,7 +45,7 @@ def reference_values(values: dict, task: str, test) -> dict | None:
     ...), None where the run scored none (a test that does not compare to a reference, or a key absent)."""
     if not test.compares_to_reference:
         return None
-    keys = {key: f"{reference_metric(key)}/{task},none" for key in test.reading.result_keys}
+    keys = {key: result_key(source_metric(reference_metric(key), task)) for key in test.reading.result_keys}
     if not all(values.get(found) is not None for found in keys.values()):
         return None
     return {key: values[found] for key, found in keys.items()}
@@ -75,7 +75,7 @@ class ContaminationValues:
 
     def metric(self, name: str, task: str):
         """The value of metric ``name`` (``codec_score``, ``exchangeability_shards``, ...) for ``task``, or None."""
-        return self.values.get(f"{name}/{task},none")
+        return self.values.get(result_key(source_metric(name, task)))
 
     def shown(self, task: str, test: str) -> str | None:
         """``test``'s decisive number on ``task`` in a few words (its reading's ``shown``), None where it
@@ -119,7 +119,7 @@ def contamination_values(results: dict) -> ContaminationValues | None:
     for task in tasks:
         found[task] = dict.fromkeys(DATASET_TESTS)
         for name, test in DATASET_TESTS.items():
-            keys = [f"{key}/{task},none" for key in test.reading.result_keys]
+            keys = [result_key(source_metric(key, task)) for key in test.reading.result_keys]
             ran = (summary.get(task) or {}).get(name) if isinstance(summary.get(task), dict) else None
             if not any(key in values for key in keys) and not (isinstance(ran, dict) and "not_applicable" not in ran):
                 continue  # the test did not run on this task (its reason, if any, is in the summary)
@@ -127,7 +127,7 @@ def contamination_values(results: dict) -> ContaminationValues | None:
             reference = reference_values(values, task, test)
             if isinstance(ran, dict) and ran.get("reference") and reference is None:
                 # the run compared with a reference whose values are gone: not against the null instead
-                unusable += [f"{reference_metric(key)}/{task},none" for key in test.reading.result_keys]
+                unusable += [result_key(source_metric(reference_metric(key), task)) for key in test.reading.result_keys]
             own = {key: values.get(found_key) for key, found_key in zip(test.reading.result_keys, keys, strict=True)}
             evidence = None if unusable else test.reading.evidence(own, reference)
             if evidence is None:

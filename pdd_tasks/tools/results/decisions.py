@@ -19,7 +19,7 @@ from pathlib import Path
 from pdd_metrics import calibrate_threshold, flag_members, identify_members, suspect_vs_reference_test
 from pdd_tasks.errors import UserError, excerpt
 from pdd_tasks.loading.files import read_jsonl
-from pdd_tasks.tasks.custom import REFERENCE, SUSPECT, target_fdr, target_fpr
+from pdd_tasks.results_schema import REFERENCE, SUSPECT, target_fdr, target_fpr
 from pdd_tasks.tools.results.runs import ResultsError, SamplesError, read_checked_results, read_results, results_files
 
 

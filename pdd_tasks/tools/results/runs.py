@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from pdd_metrics.intervals import null_auc_standard_error
 from pdd_tasks.errors import UserError
 from pdd_tasks.loading.files import DatasetError, read_json, read_jsonl
 from pdd_tasks.registry import EM_MIA, METHOD_NAMES, SETTINGS, ScoringSettings
-from pdd_tasks.tasks.aggregations import BLIND, FEW_TEXTS, null_auc_standard_error
+from pdd_tasks.results_schema import BLIND, FEW_TEXTS
 from pdd_tasks.tools.results.values import BadValue, check_results
 
 

@@ -150,7 +150,7 @@ def _missing_metrics(values: dict) -> list[str]:
     """The ``<method>_<metric>,none`` keys a labelled task's results lack where the same method has
     others (a row a table would otherwise drop, or show in part, without a word)."""
     from pdd_tasks.registry import EM_MIA, METHOD_NAMES
-    from pdd_tasks.tasks.aggregations import BLIND
+    from pdd_tasks.results_schema import BLIND
 
     found = []
     for method in (BLIND, *METHOD_NAMES, EM_MIA):
