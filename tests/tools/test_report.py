@@ -256,6 +256,8 @@ def test_unlabelled_and_exchangeability_runs_are_named_not_dropped(odd_runs, tmp
     assert cli(capsys, "report", str(out), "--out", str(tmp_path / "r"))[0] == 0
     markdown = (tmp_path / "r" / "report.md").read_text()
     assert "Left out of this report (no member/non-member AUC to show):" in markdown
+    # below the results (issue 42 item 5), not leading the report
+    assert markdown.index("Left out of this report") > markdown.index("## pdd_custom")
     assert f"- pdd_custom of {files[2].parent.name}" not in markdown  # the model by its name, not the folder
     left = [line for line in markdown.splitlines() if line.startswith("- pdd_")]
     assert len(left) == 2

@@ -14,7 +14,9 @@ output folders and writes to DIR:
   :data:`LEADERBOARD_COLUMNS`;
 - where the runs hold ``pdd_contamination`` results, ``contamination.csv`` and ``contamination.json``:
   the contamination leaderboard, a models x benchmarks matrix of verdicts, Holm's correction per model
-  (:mod:`pdd_tasks.tools.report.contamination_board`), also a section of both documents.
+  (:mod:`pdd_tasks.tools.report.contamination_board`), also a section of both documents (in the HTML a
+  grid coloured by verdict, groups folding to their tasks), and ``contamination.png``, its heat map
+  (:mod:`pdd_tasks.tools.report.board_view`).
 
 A run of ``pdd_contamination`` gets its contamination table (accuracy, CoDeC, exchangeability, Holm,
 verdict per standard task) and verdict lines (:func:`pdd_tasks.tools.report.tables.contamination_checks`)
@@ -59,6 +61,7 @@ from pdd_tasks.loading import repeats
 from pdd_tasks.registry import METHOD_NAMES, RECORDED_KEYS, SETTINGS
 from pdd_tasks.results_schema import BLIND, FPR_BUDGETS
 from pdd_tasks.tools.outputs import make_shareable, not_written, refuse_path_through_a_file, refuse_unsafe_output
+from pdd_tasks.tools.report.board_view import BOARD_IMAGE, board_groups, board_html, write_heat_map
 from pdd_tasks.tools.report.contamination_board import CONTAMINATION_FILES, ContaminationBoard, contamination_board
 from pdd_tasks.tools.report.tables import (
     BLIND_LABEL,
@@ -599,7 +602,7 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
             )
         if out.exists() and not out.is_dir():
             raise ResultsError(f"--out {out} is a file; name a folder for the report.")
-        existing = [out / name for name in (*REPORT_FILES, *CONTAMINATION_FILES) if (out / name).exists()]
+        existing = [out / name for name in (*REPORT_FILES, *CONTAMINATION_FILES, BOARD_IMAGE) if (out / name).exists()]
         if existing and not force:
             raise ReportExists(
                 f"{out} already holds a report ({', '.join(p.name for p in existing)}); pass --force to overwrite its "
@@ -609,7 +612,7 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
         with staged_report(out) as staging:
             written = _write_documents(runs, reports, skipped, checks, contamination, staging)
         if contamination is None:  # an earlier report's matrix (--force) would be read as this one's
-            for name in CONTAMINATION_FILES:
+            for name in (*CONTAMINATION_FILES, BOARD_IMAGE):
                 (out / name).unlink(missing_ok=True)
         return [out / path.name for path in written]
     finally:
@@ -639,17 +642,36 @@ def _write_documents(runs, reports, skipped, checks, contamination: Contaminatio
             + "".join(f"<li>{html.escape(bad.line().removeprefix('warning: '))}</li>" for bad in damaged)
             + "</ul>"
         )
-    if skipped:
-        md += ["Left out of this report (no member/non-member AUC to show):", ""]
-        md += [f"- {task} of {shown(run.model)} ({run.file}): {why}." for run, task, why in skipped] + [""]
-        body.append(
-            "<p>Left out of this report (no member/non-member AUC to show):</p><ul>"
-            + "".join(
-                f"<li>{html.escape(f'{task} of {shown(run.model)} ({run.file}): {why}.')}</li>"
-                for run, task, why in skipped
+    if contamination is not None:
+        groups = board_groups([run.results for run in runs])
+        written.append(write_heat_map(contamination, groups, out / BOARD_IMAGE))
+        md += [
+            "## Contamination leaderboard",
+            "",
+            f"![contamination verdicts, models x benchmarks]({BOARD_IMAGE})",
+            "",
+            contamination.markdown(),
+            "",
+        ]
+        body += [
+            "<h2>Contamination leaderboard</h2>",
+            board_html(contamination, groups),
+            *(f"<p class='note'>{html.escape(note)}</p>" for note in contamination.notes),
+            "<details><summary>Every cell in words</summary>"
+            + _html_table(
+                ["model", *contamination.benchmarks],
+                [
+                    [html.escape(m), *(_html_cell(contamination.cell_lines(m, b)) for b in contamination.benchmarks)]
+                    for m in contamination.models
+                ],
             )
-            + "</ul>"
-        )
+            + "</details>",
+            "<p>Contamination files: <a href='contamination.csv'>contamination.csv</a>, "
+            "<a href='contamination.json'>contamination.json</a> (one row per model and benchmark); heat map: "
+            f"<a href='{BOARD_IMAGE}'>{BOARD_IMAGE}</a>.</p>",
+        ]
+        written += contamination.write(out)
+
     for report in reports:
         title = f"{report.task}: {shown(report.run.model)}"
         counts = (
@@ -708,23 +730,6 @@ def _write_documents(runs, reports, skipped, checks, contamination: Contaminatio
             *(f"<p class='note'>{html.escape(note)}</p>" for note in found.notes),
         ]
 
-    if contamination is not None:
-        md += ["## Contamination leaderboard", "", contamination.markdown(), ""]
-        body += [
-            "<h2>Contamination leaderboard</h2>",
-            _html_table(
-                ["model", *contamination.benchmarks],
-                [
-                    [html.escape(m), *(_html_cell(contamination.cell_lines(m, b)) for b in contamination.benchmarks)]
-                    for m in contamination.models
-                ],
-            ),
-            *(f"<p class='note'>{html.escape(note)}</p>" for note in contamination.notes),
-            "<p>Contamination files: <a href='contamination.csv'>contamination.csv</a>, "
-            "<a href='contamination.json'>contamination.json</a> (one row per model and benchmark).</p>",
-        ]
-        written += contamination.write(out)
-
     board = leaderboard(reports)
     if len(runs) > 1 and board:
         header = ["model", "task", "method", "AUC [95% CI]", "TPR@FPR<1%", "notes"]
@@ -746,6 +751,17 @@ def _write_documents(runs, reports, skipped, checks, contamination: Contaminatio
         ]
         md += ["## Leaderboard", "", markdown_table(header, rows), ""]
         body += ["<h2>Leaderboard</h2>", _html_table(header, [[html.escape(c) for c in row] for row in rows])]
+    if skipped:
+        md += ["Left out of this report (no member/non-member AUC to show):", ""]
+        md += [f"- {task} of {shown(run.model)} ({run.file}): {why}." for run, task, why in skipped] + [""]
+        body.append(
+            "<p>Left out of this report (no member/non-member AUC to show):</p><ul>"
+            + "".join(
+                f"<li>{html.escape(f'{task} of {shown(run.model)} ({run.file}): {why}.')}</li>"
+                for run, task, why in skipped
+            )
+            + "</ul>"
+        )
     files_line = "Leaderboard files: leaderboard.csv, leaderboard.json (one row per model, task and method)."
     md += [files_line, ""]
     body.append(
