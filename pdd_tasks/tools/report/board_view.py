@@ -285,8 +285,9 @@ def write_heat_map(board: ContaminationBoard, groups: dict[str, list[str]], path
         Patch(facecolor=back, edgecolor="#888888", label=f"{CODES[state]} {state}")
         for state, (back, _) in PALETTE.items()
     ]
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
-    fig.savefig(path, format="png", metadata={"Software": None})
+    # a legend of at most 3 columns fits a narrow board; the saved box takes in the legend and labels
+    fig.legend(handles=handles, loc="lower center", ncol=min(3, len(handles)), fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.14, 1, 1))
+    fig.savefig(path, format="png", metadata={"Software": None}, bbox_inches="tight", pad_inches=0.1)
     plt.close(fig)
     return path
