@@ -21,13 +21,18 @@ alone; the group's question, "was any of these seen?", is answered from the leav
   permutations": 0.047-0.057 at alpha 0.05). A p-value that is conservative (stochastically larger
   than uniform, as a discrete one is) keeps the combination at or below its level.
 
-  Why not the others: **Stouffer's** sum of z-scores weighs each leaf by 1/sqrt(k), so one seen leaf
-  of 24 (the case a group test must not miss) moves it little (Whitlock 2005, J. Evol. Biol. 18:1368,
-  finds Fisher's method more sensitive to one strong p-value); the **Cauchy combination** (Liu and Xie
-  2020, JASA 115:393) is exact under independence too and valid under dependence, but a leaf's p-value
-  of 1 (the exchangeability test's "the order changes nothing") maps to minus infinity and makes the
-  group's p-value 1 whatever the other leaves say. Fisher's method takes a p of 1 as no evidence (a
-  zero term) and a p of 0 as decisive.
+  Why Fisher's, among the combinations exact under independence (Loughin 2004, "A systematic
+  comparison of methods for combining p-values from independent tests", Comput. Stat. Data Anal.
+  47:467, compares them): **Stouffer's** sum of z-scores is the most powerful where the evidence is
+  spread evenly over the leaves and weak where it sits in a few, and Fisher's the reverse, with a
+  better balance between the two cases; the **Cauchy combination** (Liu and Xie 2020, JASA 115:393)
+  is the most powerful for one strong leaf among many and valid under dependence, but a leaf's
+  p-value of 1 (the exchangeability test's "the order changes nothing") maps to minus infinity and
+  makes the group's p-value 1 whatever the other leaves say (and one near 1 pulls it up almost as
+  much). Fisher's takes a p of 1 as no evidence (a zero term) and a p of 0 as decisive. The group's
+  test is for what the leaves' own rows miss, evidence spread thinly over many small leaves; one
+  strongly seen leaf is caught by its own row, which stays in the same Holm family (in a group of 24,
+  one leaf at p = 1e-6 with the others at 0.5 gives a Fisher p of 0.12: diluted).
 
 Measured level and power of both: ``benchmarks/group_level.py`` (docs/dataset-tests.md, "A verdict per
 group").
