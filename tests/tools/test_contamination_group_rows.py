@@ -7,6 +7,7 @@ run: tests/tasks/test_contamination_groups.py; the builder: tests/support/result
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -105,3 +106,23 @@ def test_the_board_has_a_column_per_group_marked_with_its_leaves(tmp_path):
     document = board.to_json()
     assert document["groups"] == GROUPS and document["matrix"]["org/a"]["bbh"] == "contaminated"
     assert set(group) == set(contamination_columns())
+
+
+def test_a_test_without_a_group_reading_gives_a_group_no_test_and_no_missing_verdict():
+    """Generic over the registry: a test registered without ``Reading.group`` (here CoDeC's entry again, under
+    another name and with no group form) is no part of a group's verdict; the others decide it."""
+    from pdd_tasks.dataset_tests import DATASET_TESTS
+    from pdd_tasks.dataset_tests.codec import CODEC
+
+    plain = dataclasses.replace(
+        CODEC, name="plain", reading=dataclasses.replace(CODEC.reading, label="plain", group=None)
+    )
+    with DATASET_TESTS.added(plain.name, plain):
+        data = results()  # the copy reads CoDeC's keys (its reading's result_keys): it ran on every leaf
+        read = contamination_values(data)
+        assert "plain" not in read.found["bbh"] and read.found["bbh_a"]["plain"] is not None
+        assert read.not_applicable("bbh")["plain"] == "no group-level test"
+        checks = contamination_checks(data)
+        group = next(row for row in checks.rows if row[0] == "bbh (group of 3)")
+        assert group[-2] == "contaminated" and group[8:11] == ["-", "-", "-"]
+        assert "plain: no group-level test" in group[-1]

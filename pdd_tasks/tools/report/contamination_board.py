@@ -241,7 +241,7 @@ def _row(model: str, benchmark: str, run: Run, read: ContaminationValues, decisi
     }
     for name in DATASET_TESTS:
         row |= dict.fromkeys(test_columns(name))
-        if read.found[benchmark][name] is not None:
+        if read.found[benchmark].get(name) is not None:
             own, reference = read.readings[benchmark, name]
             row |= own | {reference_metric(key): value for key, value in (reference or {}).items()}
         row |= {
@@ -257,7 +257,7 @@ def _not_applied(read: ContaminationValues, benchmark: str) -> str:
     and why (the run's summary; values unusable in the results JSON; not in the results), "; "-joined."""
     reasons = read.not_applicable(benchmark)
     for test in DATASET_TESTS:
-        if read.found[benchmark][test] is None and test not in reasons:
+        if read.found[benchmark].get(test) is None and test not in reasons:
             keys = read.damaged.get((benchmark, test))
             reasons[test] = (
                 f"unusable values in the results JSON ({', '.join(key.removesuffix(',none') for key in keys)})"

@@ -69,9 +69,10 @@ class ContaminationValues:
     -> its leaf tasks among ``tasks`` (through nested groups), in the run's order. A group is read as one
     more benchmark: ``found[group]`` and ``readings[group, test]`` hold each test's group-level evidence,
     formed from its leaves' readings by the test's :attr:`~pdd_tasks.dataset_tests.core.Reading.group`
-    (no new request; None where the test has no group reading or applied to fewer than
-    :data:`~pdd_tasks.dataset_tests.core.MIN_GROUP_LEAVES` of the leaves, ``group_reasons`` says
-    which); ``children``: group -> its direct children as the run recorded them (leaves or groups).
+    (no new request; None where it applied to fewer than
+    :data:`~pdd_tasks.dataset_tests.core.MIN_GROUP_LEAVES` of the leaves; a test with no group reading
+    is absent from ``found[group]``, so no part of the group's verdict; ``group_reasons`` says why
+    either); ``children``: group -> its direct children as the run recorded them (leaves or groups).
     """
 
     values: dict
@@ -162,12 +163,13 @@ def contamination_values(results: dict) -> ContaminationValues | None:
     groups = {group: leaves for group in children if (leaves := _leaves(group, children, tasks))}
     group_reasons: dict[str, dict[str, str]] = {}
     for group, leaves in groups.items():
-        found[group] = dict.fromkeys(DATASET_TESTS)
+        found[group] = {}  # a test without a group-level form is not named: no part of the group's verdict
         for name, test in DATASET_TESTS.items():
             applied = [readings[leaf, name] for leaf in leaves if found[leaf][name] is not None]
             if test.reading.group is None:
                 group_reasons.setdefault(group, {})[name] = "no group-level test"
                 continue
+            found[group][name] = None
             if len(applied) < MIN_GROUP_LEAVES:
                 why = f"applied to {len(applied)} of its {len(leaves)} leaves (a group's test needs {MIN_GROUP_LEAVES})"
                 group_reasons.setdefault(group, {})[name] = why
