@@ -33,6 +33,7 @@ import json
 import math
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from _common import add_json_option, refuse_existing_json
@@ -41,7 +42,7 @@ from scipy.stats import cauchy, norm
 from pdd_metrics.combine import fisher_combined_pvalue, pooled_drops
 from pdd_metrics.exchangeability import sharded_comparison_test
 from pdd_metrics.multiple_testing import holm_adjusted
-from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE, codec_calibrated_pvalue
+from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE, codec_calibrated_pvalue, decide_table
 
 
 #: CoDeC drop rates measured on the default model's controls (module docstring).
@@ -147,6 +148,78 @@ def exchangeability_scenarios(rng, replicates: int, alpha: float, shards: int, s
     return out
 
 
+def group_of_files(name: str, files: list[dict]) -> dict:
+    """A group of measured files (each ``{"codec_score", "codec_examples", "exchangeability_pvalue"}``, as
+    ``contamination_controls.py`` records a file's tests) read as ``lm-eval-pdd table`` reads a run's group:
+    each test's registry reading forms the group's values (:attr:`pdd_tasks.dataset_tests.core.Reading.group`)
+    and evidence, and :func:`pdd_metrics.verdict.decide_table` decides the table of the files and their group."""
+    from pdd_tasks.dataset_tests import DATASET_TESTS
+
+    leaves = {f"file {i}": f for i, f in enumerate(files)}
+    readings = {
+        leaf: {
+            "codec": ({"codec_score": f["codec_score"], "codec_examples": f["codec_examples"]}, None),
+            "exchangeability": (
+                {"exchangeability_pvalue": f["exchangeability_pvalue"], "exchangeability_shards": 0},
+                None,
+            ),
+        }
+        for leaf, f in leaves.items()
+    }
+    found = {
+        leaf: {test: DATASET_TESTS[test].reading.evidence(*r) for test, r in tests.items()}
+        for leaf, tests in readings.items()
+    }
+    found["group"] = {}
+    values = {}
+    for test in ("codec", "exchangeability"):
+        own, reference = DATASET_TESTS[test].reading.group([readings[leaf][test] for leaf in leaves])
+        found["group"][test] = DATASET_TESTS[test].reading.evidence(own, reference)
+        values[test] = own
+    decisions = decide_table(found)
+    return {
+        "group": name,
+        "files": [{k: f[k] for k in ("codec_score", "codec_examples", "exchangeability_pvalue")} for f in files],
+        "pooled_codec_score": round(values["codec"]["codec_score"], 4),
+        "pooled_codec_examples": values["codec"]["codec_examples"],
+        "group_p": {test: float(f"{p:.3g}") for test, p in decisions["group"].p_values.items()},
+        "group_p_holm": {test: float(f"{p:.3g}") for test, p in decisions["group"].adjusted.items()},
+        "group_verdict": decisions["group"].verdict,
+        "file_verdicts": [decisions[leaf].verdict for leaf in leaves],
+    }
+
+
+def controls_groups(path: Path) -> list[dict]:
+    """Groups of the files a ``contamination_controls.py --exposure`` run measured (its ``--json``):
+    per tuning seed and epochs, on the tuned model, the file tuned on with the unseen files of its shape
+    ("one of N tuned"), and the unseen files alone ("none of N tuned, the kind seen")."""
+    document = json.loads(path.read_text())
+    out = []
+    for shape, entry in document["runs"].items():
+        for run in entry.get("runs", []):
+            for epochs, tuned in run["tuned"].items():
+                unseen = tuned["unseen"]
+                where = f"{shape}, seed {run['tuning_seed']}, {epochs} epoch(s), the tuned model"
+                out.append(group_of_files(f"one of {len(unseen) + 1} tuned ({where})", [tuned, *unseen]))
+                if len(unseen) >= 2:
+                    out.append(group_of_files(f"none of {len(unseen)} tuned, the kind seen ({where})", unseen))
+    return out
+
+
+def shipped_untouched_group() -> dict:
+    """The untuned model on the shipped exposure controls' untouched ARC-shaped files (one per tuning seed,
+    ``pdd_tasks/data/contamination_controls.json``): a group none of whose files was seen."""
+    from pdd_tasks.loading.benchmark_data import PACKAGED_DATA
+
+    controls = json.loads((PACKAGED_DATA / "contamination_controls.json").read_text())["exposure_controls"]
+    untuned = controls["shapes"]["multiple_choice"]["untuned"]
+    files = [
+        {"codec_score": score, "codec_examples": 48, "exchangeability_pvalue": p}
+        for score, p in zip(untuned["codec_scores"], untuned["exchangeability_pvalues"], strict=True)
+    ]
+    return group_of_files("none of 3 tuned, untouched (the untuned model, the shipped controls' files)", files)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--replicates", type=int, default=4000, help="simulated groups per scenario (default 4000)")
@@ -154,20 +227,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shift", type=float, default=1.0, help="a seen leaf's canonical order's raise (default 1)")
     parser.add_argument("--alpha", type=float, default=ALPHA)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--controls",
+        type=Path,
+        default=None,
+        help="also read groups of the files a `contamination_controls.py --exposure` run measured (its --json), "
+        "and the shipped controls' untouched files",
+    )
+    parser.add_argument("--controls-only", action="store_true", help="no simulation: only --controls")
     add_json_option(parser)
     args = parser.parse_args(argv)
     refuse_existing_json(args)
     rng = np.random.default_rng(args.seed)
     start = time.perf_counter()
-    rows = codec_scenarios(rng, args.replicates, args.alpha)
-    rows += exchangeability_scenarios(rng, args.replicates, args.alpha, args.shards, args.shift)
+    rows = []
+    if not args.controls_only:
+        rows = codec_scenarios(rng, args.replicates, args.alpha)
+        rows += exchangeability_scenarios(rng, args.replicates, args.alpha, args.shards, args.shift)
     for row in rows:
         numbers = ", ".join(f"{k} {v:.3f}" for k, v in row.items() if isinstance(v, float))
         print(f"{row['test']} | {row['group']} | {row['scenario']}: {numbers}")
+    measured = []
+    if args.controls is not None:
+        measured = [shipped_untouched_group(), *controls_groups(args.controls)]
+        for group in measured:
+            print(json.dumps(group))
     result = {
         "what": "level and power of the group-level tests (pdd_metrics.combine), simulated (issue 42 item 2)",
         "command": "python benchmarks/group_level.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "simulated": True,
+        "simulated": not args.controls_only,
+        "measured_groups": measured,
         "replicates": args.replicates,
         "alpha": args.alpha,
         "seed": args.seed,
