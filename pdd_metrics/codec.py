@@ -51,6 +51,7 @@ __all__ = [
     "codec_score_stderr",
     "context_draws",
     "fewest_examples_to_reject",
+    "wilson_bounds",
     "wilson_interval",
 ]
 
@@ -126,8 +127,22 @@ def wilson_interval(deltas, confidence: float = 0.95) -> tuple[float, float]:
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     values = _vector(deltas, "deltas")
-    n = values.size
-    score = float(np.mean(values < 0))
+    return wilson_bounds(int(np.sum(values < 0)), values.size, confidence)
+
+
+def wilson_bounds(drops: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """:func:`wilson_interval` from the counts: ``drops`` of ``n`` examples (a score pooled over
+    several datasets' counts, :func:`pdd_metrics.combine.pooled_codec`).
+
+    >>> low, high = wilson_bounds(20, 20)
+    >>> round(low, 3), high
+    (0.839, 1.0)
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1 or not 0 <= drops <= n:
+        raise ValueError(f"expected 0 <= drops <= n and n >= 1 whole numbers, got drops={drops!r}, n={n!r}")
+    score = drops / n
     z = float(norm.ppf(0.5 + confidence / 2))
     centre = (score + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(score * (1 - score) / n + z * z / (4 * n * n)) / (1 + z * z / n)

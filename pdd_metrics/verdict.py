@@ -275,7 +275,9 @@ def decide_table(tasks: Mapping[str, Mapping[str, Evidence | None]], alpha: floa
     """Every task's :class:`Decision`. ``tasks``: task -> test -> its :class:`Evidence` (None: the test
     did not apply); the table's tests are every test named for any task, in order of first mention.
     Holm's correction runs over every p-value of the table (every test of every task); a second one
-    over the weaker nulls' p-values decides "inconclusive".
+    over the weaker nulls' p-values decides "inconclusive". A test not named for a task (a group's
+    test without a group-level form) is no part of its verdict: its flag is None, but its absence does
+    not make the verdict "no verdict" as a named test that did not apply (None) does.
 
     >>> found = decide_table({"a": {"codec": codec_evidence(990, 1000), "exchangeability": Evidence(0.6)},
     ...                       "b": {"codec": codec_evidence(20, 40), "exchangeability": Evidence(0.001)}})
@@ -302,7 +304,8 @@ def decide_table(tasks: Mapping[str, Mapping[str, Evidence | None]], alpha: floa
         flags = {test: None if p is None else bool(p <= alpha) for test, p in adj.items()}
         weaker = {test: kind_adjusted.get((task, test)) for test in tests}
         like_its_kind = any(p is not None and p <= alpha for p in weaker.values())
-        decisions[task] = Decision(raw, adj, flags, weaker, verdict_of(flags, like_its_kind))
+        named = {test: flag for test, flag in flags.items() if test in tasks[task]}
+        decisions[task] = Decision(raw, adj, flags, weaker, verdict_of(named, like_its_kind))
     return decisions
 
 

@@ -42,6 +42,7 @@ import numpy as np
 
 from pdd_metrics import codec
 from pdd_metrics.codec import DEFAULT_CONTEXT_EXAMPLES, context_draws, fewest_examples_to_reject
+from pdd_metrics.combine import pooled_codec
 from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE, Evidence, codec_evidence, codec_examples_needed
 from pdd_tasks.dataset_tests.core import DatasetTest, NotApplicable, Reading, or_null, register, string
 from pdd_tasks.registry import Setting, whole_number, whole_number_or_zero, with_stderr
@@ -367,6 +368,21 @@ def codec_advice(values, reference) -> str:
     )
 
 
+def codec_group(readings) -> tuple[dict, dict | None]:
+    """A group's CoDeC values from its leaves' ``(values, reference)``: the drops and examples summed
+    (:func:`pdd_metrics.combine.pooled_codec`; each example's context was drawn from its own leaf, so
+    the pooled binomial test is the leaves' examples counted together), and the references pooled the
+    same way where every leaf has one (else none: the group is read against the calibrated null)."""
+
+    def pooled(values: list) -> dict:
+        score, low, high, n = pooled_codec((v["codec_score"], int(v["codec_examples"])) for v in values)
+        return {"codec_score": score, "codec_score_ci95_low": low, "codec_score_ci95_high": high, "codec_examples": n}
+
+    references = [reference for _, reference in readings]
+    both = all(reference is not None for reference in references)
+    return pooled([values for values, _ in readings]), pooled(references) if both else None
+
+
 READING = Reading(
     label="CoDeC",
     detects="seen example by example",
@@ -375,6 +391,7 @@ READING = Reading(
     shown=codec_shown,
     evidence_anchor="dataset-tests.md#codec-null",
     advice=codec_advice,
+    group=codec_group,
 )
 
 

@@ -133,6 +133,12 @@ class Reading:
             verdict line it decides ("dataset-tests.md#codec-null").
         advice: ``advice(values, reference)`` -> what would decide a task whose verdict is
             "inconclusive" by this test's weaker null (a reference, more examples); "" for a test without one.
+        group: ``group(readings)`` -> a group's ``(values, reference)`` from its leaves' ``(values,
+            reference)`` (those where the test applied; at least :data:`MIN_GROUP_LEAVES`), with no new
+            request, then read by ``evidence``, ``shown`` and ``advice`` as a leaf's: CoDeC pools the
+            leaves' drops, the exchangeability test combines their p-values
+            (:mod:`pdd_metrics.combine`). None: the test gives a group no verdict (no group row of its
+            own; the group's verdict then rests on the other tests).
     """
 
     label: str
@@ -142,6 +148,15 @@ class Reading:
     shown: Callable[[Values, Values | None], str]
     evidence_anchor: str
     advice: Callable[[Values, Values | None], str] = lambda values, reference: ""
+    group: Callable[[list[tuple[Values, Values | None]]], tuple[Values, Values | None]] | None = None
+
+
+#: The fewest leaves a test must have applied to for a group's test (one leaf's group test would be
+#: the leaf's own, counted twice in Holm's family).
+MIN_GROUP_LEAVES = 2
+
+#: The docs anchor of the measured level and power of the group-level tests, cited by a group's verdict line.
+GROUP_EVIDENCE_ANCHOR = "dataset-tests.md#group-verdict"
 
 
 @dataclass(frozen=True)

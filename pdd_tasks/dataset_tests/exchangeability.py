@@ -36,6 +36,7 @@ import logging
 
 import numpy as np
 
+from pdd_metrics.combine import fisher_combined_pvalue
 from pdd_metrics.exchangeability import (
     DEFAULT_NUM_SHARDS,
     DEFAULT_PERMUTATIONS,
@@ -269,15 +270,35 @@ METRICS = {
 }
 
 
+def exchangeability_group(readings) -> tuple[dict, None]:
+    """A group's exchangeability values from its leaves' ``(values, reference)``: their p-values
+    combined by Fisher's method (:func:`pdd_metrics.combine.fisher_combined_pvalue`: the leaves are
+    disjoint files, each with its own seeded permutations, so their p-values are independent), the
+    shards summed, and the number of leaves combined (``leaves``)."""
+    values = [values for values, _ in readings]
+    return {
+        "exchangeability_pvalue": fisher_combined_pvalue(v["exchangeability_pvalue"] for v in values),
+        "exchangeability_shards": sum(int(v["exchangeability_shards"]) for v in values),
+        "leaves": len(values),
+    }, None
+
+
+def exchangeability_shown(values, reference) -> str:
+    """``p 0.0012 over 50 shards``; a group's ``Fisher p 0.0012 of 3 leaves, 150 shards``."""
+    p_value, shards = values["exchangeability_pvalue"], int(values["exchangeability_shards"])
+    if "leaves" in values:
+        return f"Fisher p {p_value:.2g} of {values['leaves']} leaves, {shards} shards"
+    return f"p {p_value:.2g} over {shards} shards"
+
+
 READING = Reading(
     label="exchangeability",
     detects="seen in its published order",
     result_keys=("exchangeability_pvalue", "exchangeability_shards"),
     evidence=lambda values, reference: Evidence(float(values["exchangeability_pvalue"])),
-    shown=lambda values, reference: (
-        f"p {values['exchangeability_pvalue']:.2g} over {int(values['exchangeability_shards'])} shards"
-    ),
+    shown=exchangeability_shown,
     evidence_anchor="dataset-tests.md#exchangeability-power",
+    group=exchangeability_group,
 )
 
 

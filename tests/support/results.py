@@ -9,9 +9,11 @@ import json
 from .harness import run_lm_eval, tasks_path
 
 
-def results_of(tasks: dict, examples: int = 1000) -> dict:
+def results_of(tasks: dict, examples: int = 1000, groups: dict | None = None) -> dict:
     """A results JSON of ``arc_easy`` (multiple choice) and the given source tasks' pdd_contamination
-    metrics: task -> (CoDeC drops of ``examples``, exchangeability p-value or None)."""
+    metrics: task -> (CoDeC drops of ``examples``, exchangeability p-value or None). ``groups``: the
+    run's groups as ``pdd_contamination`` records them (group -> direct children, leaf tasks or groups:
+    ``contamination_groups``, and each leaf's ``group`` in its summary)."""
     values, summary = {}, {}
     for task, (drops, p_value) in tasks.items():
         values |= {
@@ -25,11 +27,18 @@ def results_of(tasks: dict, examples: int = 1000) -> dict:
             summary[task]["exchangeability"] = {"not_applicable": "2 shards are longer than the context"}
         else:
             values |= {f"exchangeability_pvalue/{task},none": p_value, f"exchangeability_shards/{task},none": 10}
+    metadata = {"contamination": summary}
+    if groups is not None:
+        metadata["contamination_groups"] = groups
+        for group, children in groups.items():
+            for child in children:
+                if child in summary:
+                    summary[child]["group"] = group
     return {
         "results": {"arc_easy": {"acc,none": 0.5, "acc_stderr,none": 0.05}, "pdd_contamination": values},
         "configs": {
             "arc_easy": {"output_type": "multiple_choice"},
-            "pdd_contamination": {"metadata": {"contamination": summary}},
+            "pdd_contamination": {"metadata": metadata},
         },
     }
 

@@ -97,7 +97,19 @@ def test_the_groups_are_read_from_every_record_and_laid_out_as_a_tree(tmp_path):
 
 
 def test_the_grid_colours_each_cell_and_a_group_shows_its_own_row_or_its_leaves_count(tmp_path):
-    board, groups = board_of(tmp_path)
+    with_rows, groups = board_of(tmp_path)
+    # the board's group-level verdicts fill their groups' cells: leaderboard pools its 3 tasks
+    assert with_rows.is_group("leaderboard") and with_rows.cell("model-a", "leaderboard") is not None
+    verdict = with_rows.cell("model-a", "leaderboard")["verdict"]
+    page = board_html(with_rows, groups)
+    assert f"class='v v-{verdict.replace(' ', '-')} in-board-g0 grp' data-verdict='{verdict}'" in page
+    # the same board without group-level rows (runs read before they existed): the leaves' count
+    board = ContaminationBoard(
+        with_rows.models,
+        [b for b in with_rows.benchmarks if not with_rows.is_group(b)],
+        [r for r in with_rows.rows if not with_rows.is_group(r["benchmark"])],
+        [],
+    )
     page = board_html(board, groups)
     assert "data-verdict='contaminated' title='contaminated: seen example by example\nCoDeC 0.990" in page
     assert "contaminated<br><span class='score'>CoDeC 0.990</span>" in page
@@ -200,5 +212,7 @@ def test_chromium_folds_a_group_to_its_header_and_opens_it_on_a_click(report, tm
     after = dom.split('data-after="')[1].split('"')[0]
     # model-a's row: arc_easy, leaderboard (open), leaderboard_bbh (closed: its tasks hidden), leaderboard_gpqa
     # (closed), gsm8k; a click on leaderboard_bbh shows bbh_a and bbh_b
-    assert before == "contaminated|C 1 · ND 1 · NV 1|C 1 · ND 1|NV 1|inconclusive"
-    assert after == "contaminated|C 1 · ND 1 · NV 1|C 1 · ND 1|not detected|contaminated|NV 1|inconclusive"
+    # the groups' own verdicts (leaderboard and leaderboard_bbh pool their tasks; leaderboard_gpqa has one
+    # task, so no group-level test: its cell counts it)
+    assert before == "contaminated|contaminated|contaminated|NV 1|inconclusive"
+    assert after == "contaminated|contaminated|contaminated|not detected|contaminated|NV 1|inconclusive"

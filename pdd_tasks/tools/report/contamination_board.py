@@ -30,13 +30,13 @@ from __future__ import annotations
 import csv
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE, Decision, decide_table
 from pdd_tasks.dataset_tests import DATASET_TESTS
 from pdd_tasks.results_schema import reference_metric
-from pdd_tasks.tools.report.tables import VERDICT_RULE, markdown_table, shown
+from pdd_tasks.tools.report.tables import GROUP_NOTE, VERDICT_RULE, markdown_table, shown
 from pdd_tasks.tools.results.contamination import ContaminationValues, accuracy_of, contamination_values
 from pdd_tasks.tools.results.runs import Run, model_spellings
 
@@ -59,6 +59,8 @@ def contamination_columns() -> tuple[str, ...]:
     return (
         "model",
         "benchmark",
+        "group",
+        "leaves",
         "verdict",
         "detected",
         *tests,
@@ -76,14 +78,28 @@ CONTAMINATION_FILES = ("contamination.csv", "contamination.json")
 
 @dataclass(frozen=True)
 class ContaminationBoard:
-    """The matrix: ``models`` (rows, as shown) by ``benchmarks`` (columns), one row of
-    :func:`contamination_columns` per (model, benchmark) tested in ``rows``, and the ``notes`` a reader
-    must know (Holm's family, the runs left out, untested cells)."""
+    """The matrix: ``models`` (rows, as shown) by ``benchmarks`` (columns: the leaf tasks, then the
+    groups), one row of :func:`contamination_columns` per (model, benchmark) tested in ``rows``, the
+    ``notes`` a reader must know (Holm's family, the runs left out, untested cells), and ``groups``:
+    each group of the runs -> its direct children (leaf tasks or groups), as the runs recorded them.
+    A group's row has ``leaves`` (its count of leaf tasks); every row has ``group``, the group that
+    lists it (empty at the top), so a renderer can fold a group's columns into it."""
 
     models: list[str]
     benchmarks: list[str]
     rows: list[dict]
     notes: list[str]
+    groups: dict[str, list[str]] = field(default_factory=dict)
+
+    def is_group(self, benchmark: str) -> bool:
+        """Whether ``benchmark`` is a group (a column of group-level tests)."""
+        return benchmark in self.groups
+
+    def label(self, benchmark: str) -> str:
+        """A column's name: a group marked with its count of leaves (``bbh (group of 24)``; the most any
+        model's run pooled), a leaf task as it is."""
+        leaves = [row["leaves"] for row in self.rows if row["benchmark"] == benchmark and row["leaves"]]
+        return f"{benchmark} (group of {max(leaves)})" if leaves else benchmark
 
     def cell(self, model: str, benchmark: str) -> dict | None:
         """The row of (``model``, ``benchmark``), or None where the model's runs did not test it."""
@@ -129,7 +145,8 @@ class ContaminationBoard:
             return "-" if lines is None else "; ".join([f"**{lines[0]}**", *lines[1:]])
 
         table = markdown_table(
-            ["model", *self.benchmarks], [[m, *(cell(m, b) for b in self.benchmarks)] for m in self.models]
+            ["model", *map(self.label, self.benchmarks)],
+            [[m, *(cell(m, b) for b in self.benchmarks)] for m in self.models],
         )
         return table + "\n\n" + "\n\n".join(self.notes)
 
@@ -142,6 +159,7 @@ class ContaminationBoard:
             "holm_family": "model",
             "models": self.models,
             "benchmarks": self.benchmarks,
+            "groups": self.groups,
             "matrix": self.matrix(),
             "rows": self.rows,
             "notes": self.notes,
@@ -173,18 +191,23 @@ def contamination_board(runs: list[Run]) -> ContaminationBoard | None:
     superseded: list[tuple[str, str, Run]] = []  # (model, benchmark, run left out)
     for run, read in sorted(readings, key=lambda item: item[0].timestamp):  # stable: the later given wins a tie
         cells = used[names[run.model_identity]]
-        for benchmark in read.tasks:
+        for benchmark in read.benchmarks:
             if benchmark in cells:
                 superseded.append((names[run.model_identity], benchmark, cells[benchmark][0]))
             cells[benchmark] = (run, read)
-    benchmarks = list(dict.fromkeys(task for _, read in readings for task in read.tasks))
+    leaves = dict.fromkeys(task for _, read in readings for task in read.tasks)
+    groups = {group: children for _, read in readings for group, children in read.children.items()}
+    benchmarks = [
+        *leaves,
+        *dict.fromkeys(group for _, read in readings for group in read.groups if group not in leaves),
+    ]
     rows = []
     for model, cells in used.items():
         decisions = decide_table({benchmark: read.found[benchmark] for benchmark, (_, read) in cells.items()})
         for benchmark in (b for b in benchmarks if b in cells):
             run, read = cells[benchmark]
             rows.append(_row(model, benchmark, run, read, decisions[benchmark]))
-    board = ContaminationBoard(list(used), benchmarks, rows, [])
+    board = ContaminationBoard(list(used), benchmarks, rows, [], groups)
     board.notes.extend(_notes(board, used, superseded))
     board.notes.extend("T" + line.removeprefix("warning: t") for line in model_spellings([run for run, _ in readings]))
     return board
@@ -206,6 +229,8 @@ def _row(model: str, benchmark: str, run: Run, read: ContaminationValues, decisi
     row = {
         "model": model,
         "benchmark": benchmark,
+        "group": read.parent(benchmark),
+        "leaves": len(read.groups[benchmark]) if benchmark in read.groups else None,
         "verdict": decision.verdict,
         "detected": "; ".join(DATASET_TESTS[test].reading.detects for test in decision.rejecting),
         "not_applied": _not_applied(read, benchmark),
@@ -216,7 +241,7 @@ def _row(model: str, benchmark: str, run: Run, read: ContaminationValues, decisi
     }
     for name in DATASET_TESTS:
         row |= dict.fromkeys(test_columns(name))
-        if read.found[benchmark][name] is not None:
+        if read.found[benchmark].get(name) is not None:
             own, reference = read.readings[benchmark, name]
             row |= own | {reference_metric(key): value for key, value in (reference or {}).items()}
         row |= {
@@ -232,7 +257,7 @@ def _not_applied(read: ContaminationValues, benchmark: str) -> str:
     and why (the run's summary; values unusable in the results JSON; not in the results), "; "-joined."""
     reasons = read.not_applicable(benchmark)
     for test in DATASET_TESTS:
-        if read.found[benchmark][test] is None and test not in reasons:
+        if read.found[benchmark].get(test) is None and test not in reasons:
             keys = read.damaged.get((benchmark, test))
             reasons[test] = (
                 f"unusable values in the results JSON ({', '.join(key.removesuffix(',none') for key in keys)})"
@@ -264,6 +289,8 @@ def _notes(board: ContaminationBoard, used: dict, superseded: list[tuple[str, st
             f"Left out: the run {run.file} ({run.timestamp}) of {model} for {', '.join(benchmarks)}; a newer run of "
             f"the model tested {'it' if len(benchmarks) == 1 else 'them'} and is used ({', '.join(newer)})."
         )
+    if board.groups:
+        notes.append(GROUP_NOTE)
     if any(board.cell(m, b) is None for m in board.models for b in board.benchmarks):
         notes.append("-: the model's runs did not test this benchmark.")
     return notes

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pdd_tasks.dataset_tests import DATASET_TESTS
+from pdd_tasks.dataset_tests.core import GROUP_EVIDENCE_ANCHOR
 from pdd_tasks.loading import repeats
 from pdd_tasks.loading.files import read_json
 from pdd_tasks.registry import EM_MIA, METHOD_NAMES, label
@@ -230,6 +231,9 @@ def verdict_line(task: str, decision, read: ContaminationValues) -> str:
     for the deciding test's level and power (its reading's ``evidence_anchor``). The full numbers
     are in the table, the results JSON and ``contamination.json``.
 
+    A group's line has the same form, its name marked with its count of leaves (:func:`benchmark_label`)
+    and its evidence the group-level tests' (:data:`~pdd_tasks.dataset_tests.core.GROUP_EVIDENCE_ANCHOR`).
+
     ``decision``: the task's :class:`pdd_metrics.verdict.Decision`; ``read``: its run's values."""
     from pdd_metrics.verdict import ALPHA
 
@@ -258,7 +262,16 @@ def verdict_line(task: str, decision, read: ContaminationValues) -> str:
             missing.append(f"{DATASET_TESTS[test].reading.label} did not apply ({why})")
         body = "; ".join(missing + [number(test) for test in applied])
     anchor = DATASET_TESTS[deciding[0]].reading.evidence_anchor if deciding else None
-    return f"{task}: {decision.verdict}: {body}" + (f" [evidence: {anchor}]" if anchor else "")
+    if task in read.groups and deciding:
+        anchor = GROUP_EVIDENCE_ANCHOR  # the group-level tests' own level and power
+    return f"{benchmark_label(task, read)}: {decision.verdict}: {body}" + (f" [evidence: {anchor}]" if anchor else "")
+
+
+def benchmark_label(benchmark: str, read: ContaminationValues) -> str:
+    """A row's name: a leaf task as it is, a group marked with its count of leaves (``bbh (group of 24)``)."""
+    if benchmark in read.groups:
+        return f"{benchmark} (group of {len(read.groups[benchmark])})"
+    return benchmark
 
 
 def contamination_checks(results: dict) -> ContaminationChecks | None:
@@ -267,11 +280,13 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
     its p-value and its Holm-adjusted value across every p-value of the table, why a test did not apply,
     and a verdict that fires on any test and names what it detected
     (:func:`pdd_metrics.verdict.decide_table`), with one verdict line per task (:func:`verdict_line`).
-    None without ``pdd_contamination`` in the results."""
+    After the leaf tasks, one row per group of the run (its group-level tests,
+    :class:`~pdd_tasks.tools.results.contamination.ContaminationValues`), whose p-values join the table's
+    Holm family. None without ``pdd_contamination`` in the results."""
     read = contamination_values(results)
     if read is None:
         return None
-    values, summary, tasks, damaged = read.values, read.summary, read.tasks, read.damaged
+    values, summary, damaged = read.values, read.summary, read.damaged
     from pdd_metrics.verdict import ALPHA, decide_table
 
     decisions = decide_table(read.found)
@@ -282,7 +297,7 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
         header += [name, f"{name} p", f"{name} Holm p"]
     header += ["verdict", "not applied"]
     rows, verdicts = [], []
-    for task in tasks:
+    for task in read.benchmarks:
         decision = decisions[task]
         cells = []
         for test in DATASET_TESTS:
@@ -314,7 +329,13 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
         ]
         verdicts.append(verdict_line(task, decision, read))
         rows.append(
-            [task, _accuracy(results["results"].get(task)), *cells, decision.verdict, "; ".join(reasons) or "-"]
+            [
+                benchmark_label(task, read),
+                _accuracy(results["results"].get(task)),
+                *cells,
+                decision.verdict,
+                "; ".join(reasons) or "-",
+            ]
         )
     notes = (
         []
@@ -332,7 +353,18 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
         + VERDICT_RULE
         + (f" Level and power measured with {controls['model']}." if controls and controls.get("model") else "")
     ]
+    if read.groups:
+        notes.append(GROUP_NOTE)
     return ContaminationChecks(header, rows, verdicts, notes)
+
+
+#: Under a contamination table or board that has group rows.
+GROUP_NOTE = (
+    'A group\'s row ("group of N": N leaf tasks, through its nested groups) is one more benchmark, tested from its '
+    "leaves' results with no new request: CoDeC on the leaves' examples pooled (summed drops and examples), the "
+    "exchangeability test by Fisher's combination of the leaves' p-values. Its p-values join Holm's family like a "
+    "leaf's. Level and power: docs/" + GROUP_EVIDENCE_ANCHOR + "."
+)
 
 
 #: What the verdicts mean and where the evidence is, under every contamination table and board.

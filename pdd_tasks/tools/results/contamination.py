@@ -8,9 +8,10 @@ report's contamination leaderboard (:mod:`pdd_tasks.tools.report.contamination_b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pdd_tasks.dataset_tests import DATASET_TESTS
+from pdd_tasks.dataset_tests.core import MIN_GROUP_LEAVES
 from pdd_tasks.results_schema import reference_metric, result_key, source_metric
 
 
@@ -64,6 +65,15 @@ class ContaminationValues:
     are unusable); ``readings``: (task, test) -> (its result keys' values, the reference's or None) of
     each test in ``found``; ``damaged``: (task, test) -> the unusable keys of a test that ran (a value
     the checks replaced by None, a key missing, values that give no p-value).
+
+    ``groups``: each group or tag of the run (``configs.pdd_contamination.metadata.contamination_groups``)
+    -> its leaf tasks among ``tasks`` (through nested groups), in the run's order. A group is read as one
+    more benchmark: ``found[group]`` and ``readings[group, test]`` hold each test's group-level evidence,
+    formed from its leaves' readings by the test's :attr:`~pdd_tasks.dataset_tests.core.Reading.group`
+    (no new request; None where it applied to fewer than
+    :data:`~pdd_tasks.dataset_tests.core.MIN_GROUP_LEAVES` of the leaves; a test with no group reading
+    is absent from ``found[group]``, so no part of the group's verdict; ``group_reasons`` says why
+    either); ``children``: group -> its direct children as the run recorded them (leaves or groups).
     """
 
     values: dict
@@ -72,6 +82,18 @@ class ContaminationValues:
     found: dict[str, dict]
     readings: dict[tuple[str, str], tuple[dict, dict | None]]
     damaged: dict[tuple[str, str], list[str]]
+    groups: dict[str, list[str]] = field(default_factory=dict)
+    children: dict[str, list[str]] = field(default_factory=dict)
+    group_reasons: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @property
+    def benchmarks(self) -> list[str]:
+        """The rows of a table: the leaf tasks, then the groups."""
+        return [*self.tasks, *self.groups]
+
+    def parent(self, benchmark: str) -> str | None:
+        """The group that lists ``benchmark`` (a leaf or a group) among its direct children, None at the top."""
+        return next((group for group, children in self.children.items() if benchmark in children), None)
 
     def metric(self, name: str, task: str):
         """The value of metric ``name`` (``codec_score``, ``exchangeability_shards``, ...) for ``task``, or None."""
@@ -85,7 +107,10 @@ class ContaminationValues:
         return DATASET_TESTS[test].reading.shown(*self.readings[task, test])
 
     def not_applicable(self, task: str) -> dict[str, str]:
-        """Test -> why it did not apply to ``task``, as the run's summary says."""
+        """Test -> why it did not apply to ``task``, as the run's summary says (for a group: why it has
+        no group-level test)."""
+        if task in self.groups:
+            return dict(self.group_reasons.get(task, {}))
         tests = self.summary.get(task) if isinstance(self.summary.get(task), dict) else {}
         return {
             test: info["not_applicable"]
@@ -135,4 +160,53 @@ def contamination_values(results: dict) -> ContaminationValues | None:
             else:
                 found[task][name] = evidence
                 readings[task, name] = (own, reference)
-    return ContaminationValues(values, summary, tasks, found, readings, damaged)
+    children = _children(metadata.get("contamination_groups"))
+    groups = {group: leaves for group in children if (leaves := _leaves(group, children, tasks))}
+    group_reasons: dict[str, dict[str, str]] = {}
+    for group, leaves in groups.items():
+        found[group] = {}  # a test without a group-level form is not named: no part of the group's verdict
+        for name, test in DATASET_TESTS.items():
+            applied = [readings[leaf, name] for leaf in leaves if found[leaf][name] is not None]
+            if test.reading.group is None:
+                group_reasons.setdefault(group, {})[name] = "no group-level test"
+                continue
+            found[group][name] = None
+            if len(applied) < MIN_GROUP_LEAVES:
+                why = f"applied to {len(applied)} of its {len(leaves)} leaves (a group's test needs {MIN_GROUP_LEAVES})"
+                group_reasons.setdefault(group, {})[name] = why
+                continue
+            own, reference = test.reading.group(applied)
+            evidence = test.reading.evidence(own, reference)
+            if evidence is None:
+                group_reasons.setdefault(group, {})[name] = "its leaves' values give no p-value"
+                continue
+            found[group][name] = evidence
+            readings[group, name] = (own, reference)
+    return ContaminationValues(values, summary, tasks, found, readings, damaged, groups, children, group_reasons)
+
+
+def _children(recorded) -> dict[str, list[str]]:
+    """``contamination_groups`` as the run recorded it (group -> direct children), the entries that
+    are not a list of names left out; {} where there is none."""
+    if not isinstance(recorded, dict):
+        return {}
+    return {
+        group: [child for child in children if isinstance(child, str)]
+        for group, children in recorded.items()
+        if isinstance(group, str) and isinstance(children, list)
+    }
+
+
+def _leaves(group: str, children: dict[str, list[str]], tasks: list[str]) -> list[str]:
+    """The leaf tasks of ``group`` among ``tasks``, through its nested groups, in the order of ``tasks``."""
+    found, pending, seen = set(), [group], set()
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue  # a cycle in a damaged record
+        seen.add(name)
+        if name in children:
+            pending.extend(children[name])
+        elif name in tasks:
+            found.add(name)
+    return [task for task in tasks if task in found]
