@@ -21,8 +21,11 @@ LAYERS = (
     ("pdd_tasks", "pdd_tasks.errors", "pdd_tasks.paths", "pdd_tasks.registries"),
     # data, reference tables, the methods and the dataset-level tests (their registries)
     ("pdd_tasks.loading", "pdd_tasks.freq", "pdd_tasks.registry", "pdd_tasks.dataset_tests"),
-    # per-run preparation, per-token capture, and the patches that route lm-eval's requests to it
-    ("pdd_tasks.prepare", "pdd_tasks.backends", "pdd_tasks.lm_eval_patches"),
+    # per-run preparation and the per-token capture
+    ("pdd_tasks.prepare", "pdd_tasks.backends"),
+    # the patches that route lm-eval's requests to the capture, and lm-eval's command line with them applied
+    # (python -m pdd_tasks.lm_eval_patches)
+    ("pdd_tasks.lm_eval_patches",),
     ("pdd_tasks.tasks",),  # the lm-eval task classes
     # the command lines (lm-eval-pdd), layered in turn: what the commands share (argument types, outputs,
     # the default model); reading runs, the servers, the builders; the tables and report; the commands,
