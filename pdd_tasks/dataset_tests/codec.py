@@ -4,7 +4,7 @@ Contamination Detection via Context, "Detecting Data Contamination in LLMs via I
 (Zawalski, Boubdir, Balazy, Nushi, Ribalta; ICLR 2026, arXiv:2510.27055), on a benchmark's own
 examples, with no reference set and no labels. The statistic is :mod:`pdd_metrics.codec`; this entry
 says which examples are scored and what each request holds. Run alone as ``pdd_codec``, and inside
-``pdd_contamination`` (:mod:`pdd_tasks.tasks.dataset_test`).
+``pdd_contamination`` (:mod:`pdd_tasks.tasks.dataset_level`).
 
 Examples (:mod:`pdd_tasks.loading.examples`), as the reference code
 (``contamination_detection_pipeline``): each cut to ``max_chars`` characters at a word boundary and, of

@@ -25,7 +25,7 @@ def _annotating_samples(stock):
 
 def _showing_tasks_the_run(stock):
     """Replacement of ``evaluator.evaluate``: before the stock function, each task of the run that has
-    ``see_run_tasks`` (``pdd_contamination``: :meth:`~pdd_tasks.tasks.dataset_test.ContaminationTask.see_run_tasks`)
+    ``see_run_tasks`` (``pdd_contamination``: :meth:`~pdd_tasks.tasks.dataset_level.ContaminationTask.see_run_tasks`)
     is given the run's leaf tasks and groups (:func:`show_run_tasks`), then the stock function evaluates
     them all, unchanged. ``simple_evaluate`` (and so ``lm_eval``'s command line) calls ``evaluate`` through
     its module, after the tasks are built: a task learns the run's other tasks here, whatever their order

@@ -74,7 +74,7 @@ print(json.dumps({
 }))
 """
     )
-    assert {"pdd_tasks.lm_eval_patches", "pdd_tasks.tasks.base", "pdd_tasks.tasks.dataset_test"} <= set(
+    assert {"pdd_tasks.lm_eval_patches", "pdd_tasks.tasks.base", "pdd_tasks.tasks.dataset_level"} <= set(
         result["modules"]
     )
     assert {"pdd_tasks.lm_eval_patches.__main__", "pdd_tasks.tools.cli", "pdd_tasks.tasks.custom"} <= set(

@@ -172,3 +172,16 @@ def test_the_registry_class_imports_nothing_of_the_project():
         for target, _ in imports_of("pdd_tasks.registries")
         if target.split(".")[0] in ("pdd_metrics", "pdd_tasks")
     ] == []
+
+
+def test_no_module_of_the_package_looks_like_a_test():
+    """pytest collects files named ``test_*.py`` or ``*_test.py`` and, in them, functions named ``test*``:
+    no module of pdd_metrics or pdd_tasks is named so, nor defines such a function at its top level."""
+    named = [name for name, path in MODULES.items() if path.name.startswith("test_") or path.stem.endswith("_test")]
+    functions = [
+        f"{name}.{node.name}"
+        for name, path in MODULES.items()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test")
+    ]
+    assert named == [] and functions == [], named + functions
