@@ -15,7 +15,7 @@ sends them) are answered and scored (``process_results``) by:
   vLLM's worker (patch ``vllm-worker-prompt-stats``, the engine made with its ``worker_extension_cls``):
   4 values per token come back;
 - ``vllm exact, arrays``: the same with that patch suspended: all |V| log-probs per token, sorted by
-  the worker and kept as arrays by patch ``vllm-prompt-logprob-arrays`` (pdd_tasks/lm_eval_patches.py);
+  the worker and kept as arrays by patch ``vllm-prompt-logprob-arrays`` (pdd_tasks/lm_eval_patches/vllm.py);
 - ``vllm exact, vLLM's lists``: both patches suspended (vLLM's own output processing, one Python list
   entry per value: the cost before either patch);
 - ``hf``: the HF capture (exact mu/sigma computed on the device).

@@ -6,7 +6,7 @@ status 1 (:func:`user_error_message`); ``LM_EVAL_PDD_TRACEBACK=1`` shows the tra
 (:func:`traceback_wanted`). Every other exception keeps its full traceback.
 
 Where that happens: ``lm-eval-pdd`` (:func:`pdd_tasks.tools.cli.main`) and
-``python -m pdd_tasks.backends`` catch a :class:`UserError` themselves
+``python -m pdd_tasks.lm_eval_patches`` catch a :class:`UserError` themselves
 (:func:`run_reporting_user_errors`). lm-eval's own ``lm_eval``
 command does not catch the exceptions a task raises while it is loaded or scored, so there
 :func:`pdd_tasks.lm_eval_patches.apply` sets :func:`excepthook_showing_user_errors` as

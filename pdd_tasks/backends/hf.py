@@ -17,7 +17,7 @@ imports any task module, so a model name registered by a task module is not know
 ``--model`` is read; but the model looks ``loglikelihood`` up on its class at answer time, so the
 patch takes effect in the same run (docs/architecture.md, "Order in an lm_eval run"). ``hf-pdd``
 is known wherever this module is imported before the model is created: the Python API, and
-``python -m pdd_tasks.backends`` (lm-eval's own CLI after that import).
+``python -m pdd_tasks.lm_eval_patches`` (lm-eval's own CLI after that import).
 """
 
 from __future__ import annotations

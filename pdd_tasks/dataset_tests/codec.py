@@ -4,7 +4,7 @@ Contamination Detection via Context, "Detecting Data Contamination in LLMs via I
 (Zawalski, Boubdir, Balazy, Nushi, Ribalta; ICLR 2026, arXiv:2510.27055), on a benchmark's own
 examples, with no reference set and no labels. The statistic is :mod:`pdd_metrics.codec`; this entry
 says which examples are scored and what each request holds. Run alone as ``pdd_codec``, and inside
-``pdd_contamination`` (:mod:`pdd_tasks.tasks.dataset_test`).
+``pdd_contamination`` (:mod:`pdd_tasks.tasks.dataset_level`).
 
 Examples (:mod:`pdd_tasks.loading.examples`), as the reference code
 (``contamination_detection_pipeline``): each cut to ``max_chars`` characters at a word boundary and, of
@@ -20,10 +20,15 @@ One document per example long enough to score (more than ``skip_words`` words); 
   and the same first words; continuation = the same rest.
 
 Both requests score the same continuation after the same words of the example, so Delta is their
-difference (summed over the same tokens: the sign of the paper's difference of means). The first words
-stay unscored because the reference code scores from the target's 11th token (``token_range=(10, -1)``):
-the first tokens of a text say little, and they would follow the start of the sequence in one
-request and the separator in the other. Words rather than tokens keep the split tokenizer-free and at a
+difference (summed over the same tokens: the sign of the paper's difference of means). What is
+scored: every token of the continuation, i.e. after the first ``skip_words`` words (8 by default, about
+11 tokens of English text), the last token included. The first words stay unscored because the
+reference code leaves the target's first tokens unscored: its ``CoDeC.detect_contamination`` averages
+the slice ``[10:-1]`` (``token_range=(10, -1)``) of per-token log-probabilities whose entry ``i`` is the
+log-probability of token ``i + 1`` (``ModelHandler.get_logprobs``: the sequence's first token gets none), so it
+scores the target from its 12th token (the 11th where the tokenizer prepends a start token) to its
+second-to-last. The first tokens of a text say little, and they would follow the start of the sequence
+in one request and the separator in the other. Words rather than tokens keep the split tokenizer-free and at a
 word boundary, which every backend's ``(context, continuation)`` encoding keeps intact.
 
 Where the run's model is known (``--model_args pretrained=...``), an example whose baseline request
@@ -63,8 +68,8 @@ DEFAULT_SEED = 42
 DEFAULT_MAX_EXAMPLES = 1000
 DEFAULT_MAX_CHARS = 2048
 DEFAULT_SEPARATOR = "\n\n"
-#: Unscored first words of each example: about the reference code's first 11 unscored tokens
-#: (English BPE text runs at about 1.3 tokens per word).
+#: Unscored first words of each example: about the 11 first tokens the reference code leaves unscored
+#: (``token_range=(10, -1)``: see the module docstring; English BPE text runs at about 1.3 tokens per word).
 DEFAULT_SKIP_WORDS = 8
 
 #: The fewest scored examples CoDeC runs on: below it its binomial test against 1/2 cannot reject at
@@ -97,7 +102,7 @@ SETTINGS = (
         "skip_words",
         DEFAULT_SKIP_WORDS,
         whole_number,
-        "the target's first words, unscored (in both requests' context; the reference code skips 10 tokens).",
+        "the target's first words, unscored (in both requests' context; the reference code leaves the first 11 tokens unscored).",
     ),
     Setting(
         "max_chars",

@@ -13,7 +13,7 @@ per-text methods are entries of :data:`pdd_tasks.registry.METHODS`:
 - the per-document item its metrics aggregate, and the metrics: aggregations of :mod:`pdd_metrics`
   functions, each carrying its standard error where it has one (:func:`pdd_tasks.registry.with_stderr`).
 
-One task class runs any of them (:mod:`pdd_tasks.tasks.dataset_test`): ``pdd_<name>`` runs one test
+One task class runs any of them (:mod:`pdd_tasks.tasks.dataset_level`): ``pdd_<name>`` runs one test
 on one source of examples, ``pdd_contamination`` every test named in its ``tests`` on each task of
 its ``source_tasks``. Adding a test: a pure function in :mod:`pdd_metrics`, one entry here, one docs
 section (docs/adding-a-method.md, "Adding a dataset-level test").

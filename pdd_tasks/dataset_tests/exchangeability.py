@@ -5,7 +5,7 @@
 Hashimoto; ICLR 2024), on a benchmark's own examples, with no reference set. The statistic is
 :func:`pdd_metrics.exchangeability.sharded_comparison_test`; this entry builds the shards and their
 orders. Run alone as ``pdd_exchangeability``, and inside ``pdd_contamination``
-(:mod:`pdd_tasks.tasks.dataset_test`).
+(:mod:`pdd_tasks.tasks.dataset_level`).
 
 Documents: the examples in their **canonical order**: a local file in file order or any lm-eval
 task's evaluation documents in the task's order, rendered as the model sees them there

@@ -74,10 +74,12 @@ print(json.dumps({
 }))
 """
     )
-    assert {"pdd_tasks.lm_eval_patches", "pdd_tasks.tasks.base", "pdd_tasks.tasks.dataset_test"} <= set(
+    assert {"pdd_tasks.lm_eval_patches", "pdd_tasks.tasks.base", "pdd_tasks.tasks.dataset_level"} <= set(
         result["modules"]
     )
-    assert {"pdd_tasks.backends.__main__", "pdd_tasks.tools.cli", "pdd_tasks.tasks.custom"} <= set(result["modules"])
+    assert {"pdd_tasks.lm_eval_patches.__main__", "pdd_tasks.tools.cli", "pdd_tasks.tasks.custom"} <= set(
+        result["modules"]
+    )
     assert result["changed"] == []
     assert result["excepthook_kept"]
     assert result["applied"] == []
@@ -131,6 +133,21 @@ print(json.dumps({
 }))
 """
     )
+    assert result["listed"] == [  # apply's order: the excepthook first, so that the gate's refusal is a message
+        "show-user-errors",
+        "hf-loglikelihood",
+        "hf-seeded-generation",
+        "hf-cpu-processes",
+        "vllm-loglikelihood",
+        "vllm-prompt-logprob-arrays",
+        "vllm-worker-prompt-stats",
+        "vllm-engine-exit",
+        "completions-loglikelihood",
+        "chat-completions-refusal",
+        "stderr-for-metric",
+        "samples-after-aggregation",
+        "run-tasks-to-contamination",
+    ]
     # vllm-worker-prompt-stats is applied in vLLM's worker process only (VllmWorkerExtension; tested on
     # the real engine in test_vllm_engine.py): nothing of it in this process
     assert result["applied"] == [name for name in result["listed"] if name != "vllm-worker-prompt-stats"]
@@ -333,7 +350,8 @@ def test_library_use_keeps_the_excepthook():
         ("/venv/lib/site-packages/lm_eval/__main__.py", "lm_eval.__main__", True),  # python -m lm_eval
         ("/venv/bin/pytest", None, False),
         ("/venv/lib/site-packages/pytest/__main__.py", "pytest.__main__", False),
-        ("/repo/pdd_tasks/backends/__main__.py", "pdd_tasks.backends.__main__", False),  # catches UserError itself
+        # python -m pdd_tasks.lm_eval_patches, which catches a UserError itself
+        ("/repo/pdd_tasks/lm_eval_patches/__main__.py", "pdd_tasks.lm_eval_patches.__main__", False),
         ("/venv/bin/lm-eval-pdd", None, False),
         ("", None, False),  # embedded interpreter, notebook kernel
         ("/home/me/lm_eval_runs/run.py", None, False),
@@ -361,7 +379,28 @@ def test_the_gate_is_the_version_pyproject_pins():
 
 
 def test_doctests():
-    assert doctest.testmod(lm_eval_patches).failed == 0
+    """Every module of the package (``testmod`` of the package alone would find none: its names are
+    defined in the modules it re-exports)."""
+    modules = [importlib.import_module(f"pdd_tasks.lm_eval_patches.{name}") for name in PACKAGE_MODULES]
+    results = [doctest.testmod(module) for module in modules]
+    assert sum(result.failed for result in results) == 0
+    assert sum(result.attempted for result in results) >= 5  # the version gates' and is_lm_eval_cli's
+
+
+#: The modules of pdd_tasks.lm_eval_patches, in the order its __init__ imports them (that of PATCHES).
+PACKAGE_MODULES = ("core", "excepthook", "huggingface", "vllm", "completions", "stderr", "evaluator")
+
+
+def test_the_package_is_its_core_and_one_module_per_target():
+    """Every module of the package is one of PACKAGE_MODULES (a new one must be imported by the package's
+    ``__init__``, in its place in the order), and the package's names are the modules' own."""
+    import pkgutil
+
+    found = {module.name for module in pkgutil.iter_modules(lm_eval_patches.__path__)} - {"__main__"}
+    assert found == set(PACKAGE_MODULES)
+    assert lm_eval_patches.apply.__module__ == "pdd_tasks.lm_eval_patches.core"
+    assert lm_eval_patches.VllmWorkerExtension.__module__ == "pdd_tasks.lm_eval_patches.vllm"
+    assert lm_eval_patches.PATCHES is importlib.import_module("pdd_tasks.lm_eval_patches.core").PATCHES
 
 
 def test_chat_completions_refuse_per_token_requests_and_keep_their_stock_answer():
@@ -503,11 +542,11 @@ def test_lm_eval_cli_shows_a_user_mistake_without_a_traceback(tiny_model, tmp_pa
     )
 
 
-def test_python_m_pdd_tasks_backends_shows_a_user_mistake_without_a_traceback(
+def test_python_m_pdd_tasks_lm_eval_patches_shows_a_user_mistake_without_a_traceback(
     tiny_model, tmp_path, monkeypatch, capsys
 ):
     """Our own entry point catches the UserError (in this process: no excepthook is involved)."""
-    from pdd_tasks.backends.__main__ import main
+    from pdd_tasks.lm_eval_patches.__main__ import main
 
     metadata = {"data_files": str(exchangeability_data(tmp_path)), "num_shards": 1}
     monkeypatch.setattr(

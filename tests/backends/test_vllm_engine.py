@@ -87,7 +87,7 @@ metadata:
 {metadata}"""
 
 MEMBERSHIP_CLASS = "pdd_tasks.tasks.custom.CustomMembershipTask"
-EXCHANGEABILITY_CLASS = "pdd_tasks.tasks.dataset_test.ExchangeabilityTask"
+EXCHANGEABILITY_CLASS = "pdd_tasks.tasks.dataset_level.ExchangeabilityTask"
 
 
 def pdd_task_yaml(cls: str, task: str, **metadata) -> str:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 from support.harness import (
-    PDD_BACKENDS_CLI,
+    PATCHED_LM_EVAL_CLI,
     cpu_float32,
     harness_args,
     read_results,
@@ -127,9 +127,9 @@ def test_batch_size_auto_gives_the_same_scores(runs, tiny_model, tiny_table, tmp
 
 
 def test_hf_pdd_model_name(runs, tiny_model, tiny_table, tmp_path):
-    """``--model hf-pdd`` (lm-eval's CLI after importing pdd_tasks.backends) scores as ``--model hf``."""
+    """``--model hf-pdd`` (``python -m pdd_tasks.lm_eval_patches``: lm-eval's CLI with hf-pdd registered) scores as ``--model hf``."""
     out = tmp_path / "out"
-    run_pdd(tiny_model, tiny_table, out, batch_size=8, model="hf-pdd", command=PDD_BACKENDS_CLI)
+    run_pdd(tiny_model, tiny_table, out, batch_size=8, model="hf-pdd", command=PATCHED_LM_EVAL_CLI)
     results = read_results(out)
     assert results["config"]["model"] == "hf-pdd"
     assert results["configs"]["pdd_wikimia_32"]["metadata"]["token_scores"]["backend"] == "hf"

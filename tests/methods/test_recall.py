@@ -271,7 +271,9 @@ def test_scores_equal_a_direct_transformers_computation(custom_run, tiny_model):
     }
     start = [tokenizer.eos_token_id]
     encode = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
-    for sample in read_samples(custom_run["out"], "pdd_custom"):
+    samples = read_samples(custom_run["out"], "pdd_custom")
+    assert len(samples) == len(rows) - 2 * SHOTS  # every scored text is checked, none vacuously
+    for sample in samples:
         text = encode(sample["doc"]["text"])
         plain = mean_ll(model, start + text, 1)
         conditional = {kind: mean_ll(model, start + encode(p) + text, 1 + len(encode(p))) for kind, p in prefix.items()}

@@ -232,7 +232,9 @@ def test_under_truncation_the_reference_scores_what_the_target_scored(tiny_model
     metadata = {"small_ref_model": str(tiny_llama), "truncate": True}
     run(tiny_model, tiny_table, out, tmp_path / "home", metadata, model_args=",max_length=16")
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
-    for text, score, loss in small_ref_scores(out).values():
+    scores = small_ref_scores(out)
+    assert len(scores) == LIMIT  # every text is checked, none vacuously
+    for text, score, loss in scores.values():
         encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         assert len(encoded.input_ids) > 16  # every text was cut
         prefix = text[: encoded.offset_mapping[15][1]]

@@ -22,8 +22,11 @@ LAYERS = (
     ("pdd_tasks", "pdd_tasks.errors", "pdd_tasks.paths", "pdd_tasks.registries", "pdd_tasks.results_schema"),
     # data, reference tables, the methods and the dataset-level tests (their registries)
     ("pdd_tasks.loading", "pdd_tasks.freq", "pdd_tasks.registry", "pdd_tasks.dataset_tests"),
-    # per-run preparation, per-token capture, and the patches that route lm-eval's requests to it
-    ("pdd_tasks.prepare", "pdd_tasks.backends", "pdd_tasks.lm_eval_patches"),
+    # per-run preparation and the per-token capture
+    ("pdd_tasks.prepare", "pdd_tasks.backends"),
+    # the patches that route lm-eval's requests to the capture, and lm-eval's command line with them applied
+    # (python -m pdd_tasks.lm_eval_patches)
+    ("pdd_tasks.lm_eval_patches",),
     ("pdd_tasks.tasks",),  # the lm-eval task classes
     # the command lines (lm-eval-pdd), layered in turn: what the commands share (argument types, outputs,
     # the default model); reading runs, the servers, the builders; the tables and report; the commands,
@@ -183,3 +186,16 @@ def test_the_tools_read_results_without_the_task_classes():
         if imported.startswith("pdd_tasks.tasks")
     ]
     assert readers and climbing == []
+
+
+def test_no_module_of_the_package_looks_like_a_test():
+    """pytest collects files named ``test_*.py`` or ``*_test.py`` and, in them, functions named ``test*``:
+    no module of pdd_metrics or pdd_tasks is named so, nor defines such a function at its top level."""
+    named = [name for name, path in MODULES.items() if path.name.startswith("test_") or path.stem.endswith("_test")]
+    functions = [
+        f"{name}.{node.name}"
+        for name, path in MODULES.items()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test")
+    ]
+    assert named == [] and functions == [], named + functions

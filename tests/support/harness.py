@@ -51,8 +51,8 @@ def wikimia_rows(length: int = 32) -> list[dict]:
     return read_jsonl(REPO / "pdd_tasks" / "data" / "wikimia" / f"WikiMIA_length{length}.jsonl")
 
 
-#: lm-eval's command line with the pdd backends registered (``--model hf-pdd``).
-PDD_BACKENDS_CLI = [sys.executable, "-m", "pdd_tasks.backends"]
+#: lm-eval's command line with the patches applied and the pdd backends registered (``--model hf-pdd``).
+PATCHED_LM_EVAL_CLI = [sys.executable, "-m", "pdd_tasks.lm_eval_patches"]
 
 #: What the tests' processes and in-process runs have in their environment (no hub, quiet tokenizers).
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -66,16 +66,16 @@ def run_lm_eval(
     *,
     process: bool = False,
 ) -> subprocess.CompletedProcess:
-    """Run lm-eval's command line (or :data:`PDD_BACKENDS_CLI`) with ``args`` in ``cwd``: its real entry
+    """Run lm-eval's command line (or :data:`PATCHED_LM_EVAL_CLI`) with ``args`` in ``cwd``: its real entry
     point in this process (:mod:`in_process`), or with ``process=True`` the console script of this
     environment as a new process (where the process itself is what a test checks)."""
     if process:
         env = dict(os.environ, **OFFLINE)
         command = command or [str(Path(sys.executable).with_name("lm_eval"))]
         finished = subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
-    elif command == PDD_BACKENDS_CLI:
-        argv = ["python -m pdd_tasks.backends", *args]
-        finished = in_process.run_in_process(in_process.pdd_backends_main, argv, cwd, user_errors_as_messages=False)
+    elif command == PATCHED_LM_EVAL_CLI:
+        argv = ["python -m pdd_tasks.lm_eval_patches", *args]
+        finished = in_process.run_in_process(in_process.patched_lm_eval_main, argv, cwd, user_errors_as_messages=False)
     else:
         assert command is None, command
         finished = in_process.run_in_process(in_process.lm_eval_main, ["lm_eval", *args], cwd)

@@ -143,9 +143,10 @@ def lm_eval_pdd_main() -> int:
     return main(sys.argv[1:])
 
 
-def pdd_backends_main() -> int:
-    """``python -m pdd_tasks.backends`` (lm-eval's command line with ``hf-pdd`` registered)."""
-    from pdd_tasks.backends.__main__ import main
+def patched_lm_eval_main() -> int:
+    """``python -m pdd_tasks.lm_eval_patches`` (lm-eval's command line with the patches applied and ``hf-pdd``
+    registered)."""
+    from pdd_tasks.lm_eval_patches.__main__ import main
 
     return main()
 

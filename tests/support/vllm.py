@@ -16,7 +16,7 @@ transformers model and packs them as ``vllm/v1/engine/logprobs.py``
 (``LogprobsProcessor._update_prompt_logprobs``) does: per prompt position i >= 1 the prompt token
 first, then the top k (all |V| for ``prompt_logprobs=-1``), with the prompt token's rank (the
 number of log-probs >= its own, as vLLM's sampler counts); position 0 empty. For the exact requests
-that patch ``vllm-prompt-logprob-arrays`` (pdd_tasks/lm_eval_patches.py) serves in vLLM 0.32, it
+that patch ``vllm-prompt-logprob-arrays`` (pdd_tasks/lm_eval_patches/vllm.py) serves in vLLM 0.32, it
 returns what that patch makes of vLLM's ``LogprobsTensors`` instead: a
 :class:`~pdd_tasks.backends.vllm.PromptLogprobArrays`, in two chunks (chunked prefill)
 (``EmulatedLLM(keeps_arrays=False)``: vLLM without the patch). ``EmulatedLLM(on_worker=True)`` plays an

@@ -121,6 +121,7 @@ def test_codec_deltas_match_the_model_computed_here(tiny_model, tmp_path):
     data = write_jsonl(tmp_path / "texts.jsonl", texts)
     run_codec(tiny_model, tmp_path / "out", {"data_files": str(data)})
     samples = sorted(read_samples(tmp_path / "out", "pdd_codec"), key=lambda sample: sample["doc"]["example"])
+    assert len(samples) == len(texts)  # one document per example: the two checked below exist
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     model = AutoModelForCausalLM.from_pretrained(tiny_model).eval()
 

@@ -119,7 +119,7 @@ def build(metadata: dict):
     """The task as the harness builds it from its YAML, with ``metadata``."""
     from lm_eval.tasks._yaml_loader import load_yaml
 
-    from pdd_tasks.tasks.dataset_test import ContaminationTask
+    from pdd_tasks.tasks.dataset_level import ContaminationTask
 
     config = load_yaml(CONFIGS / "contamination" / "pdd_contamination.yaml", resolve_func=True)
     return ContaminationTask(config={**config, "metadata": metadata})

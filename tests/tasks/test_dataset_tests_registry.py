@@ -153,7 +153,7 @@ def run_the_toy_test(tiny_model, tmp_path):
     tasks = tmp_path / "tasks"
     tasks.mkdir()
     (tasks / "pdd_toy_loglik.yaml").write_text(
-        "class: !function pdd_tasks.tasks.dataset_test.DatasetTestTask\ntask: pdd_toy_loglik\ndataset_path: local\n"
+        "class: !function pdd_tasks.tasks.dataset_level.DatasetTestTask\ntask: pdd_toy_loglik\ndataset_path: local\n"
         'output_type: loglikelihood\ntest_split: test\ndoc_to_text: ""\ndoc_to_target: "{{text}}"\n'
     )
     data = tmp_path / "texts.jsonl"

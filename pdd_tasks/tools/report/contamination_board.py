@@ -41,7 +41,7 @@ from pdd_tasks.tools.results.contamination import ContaminationValues, accuracy_
 from pdd_tasks.tools.results.runs import Run, model_spellings
 
 
-def test_columns(name: str) -> tuple[str, ...]:
+def columns_of_test(name: str) -> tuple[str, ...]:
     """The columns of one dataset-level test (its registry entry's reading): its result keys, the
     reference's where it compares to one, its p-value, Holm-adjusted, and Holm-adjusted against its
     weaker null (``<test>_kind_p_holm``, empty for a test without one)."""
@@ -53,9 +53,9 @@ def test_columns(name: str) -> tuple[str, ...]:
 
 def contamination_columns() -> tuple[str, ...]:
     """The columns of ``contamination.csv`` and of the rows of ``contamination.json``: the cell, the
-    verdict, every registered test's columns (:func:`test_columns`, in registry order), why a test did
+    verdict, every registered test's columns (:func:`columns_of_test`, in registry order), why a test did
     not apply, the benchmark's accuracy and the run (docs/report.md)."""
-    tests = tuple(column for name in DATASET_TESTS for column in test_columns(name))
+    tests = tuple(column for name in DATASET_TESTS for column in columns_of_test(name))
     return (
         "model",
         "benchmark",
@@ -240,7 +240,7 @@ def _row(model: str, benchmark: str, run: Run, read: ContaminationValues, decisi
         "run": str(run.file),
     }
     for name in DATASET_TESTS:
-        row |= dict.fromkeys(test_columns(name))
+        row |= dict.fromkeys(columns_of_test(name))
         if read.found[benchmark].get(name) is not None:
             own, reference = read.readings[benchmark, name]
             row |= own | {reference_metric(key): value for key, value in (reference or {}).items()}

@@ -89,7 +89,7 @@ def metric_list(metrics: list[tuple]) -> list[dict]:
     ]
 
 
-def test_of_task(task: str) -> str:
+def dataset_test_named_by(task: str) -> str:
     """The registered test that task ``pdd_<test>`` runs alone."""
     name = task.removeprefix("pdd_")
     if name not in DATASET_TESTS:
@@ -126,7 +126,7 @@ class DatasetTestTask(ConfigurableTask):
 
     def build(self) -> tuple[list[dict], list[tuple], dict]:
         """(documents, metrics as (name, aggregation, higher_is_better), what the results JSON records)."""
-        test = DATASET_TESTS[self.TEST or test_of_task(self.test_task_name)]
+        test = DATASET_TESTS[self.TEST or dataset_test_named_by(self.test_task_name)]
         metadata = self.run_metadata
         settings = read_settings(test, metadata, self.test_task_name, extra_keys=source_keys())
         examples, source = ExampleSource.from_metadata(metadata, self.test_task_name).load()
@@ -207,7 +207,7 @@ def source_task_names(metadata: dict) -> list[str] | None:
     return names
 
 
-def test_blocks(metadata: dict) -> dict[str, dict]:
+def settings_per_test(metadata: dict) -> dict[str, dict]:
     """The tests to run, each with its settings block (``{}`` where none is given), checked."""
     tests = metadata.get("tests", list(DATASET_TESTS))
     if not isinstance(tests, list) or not tests or any(test not in DATASET_TESTS for test in tests):
@@ -285,7 +285,7 @@ class ContaminationTask(DatasetTestTask):
     def build(self) -> tuple[list[dict], list[tuple], dict]:
         metadata = self.run_metadata
         names = source_task_names(metadata)
-        blocks = test_blocks(metadata)
+        blocks = settings_per_test(metadata)
         check_metadata_keys(metadata, set(CONTAMINATION_KEYS) | set(DATASET_TESTS), self.test_task_name)
         self.test_settings = {}
         for test, own in blocks.items():
