@@ -251,7 +251,11 @@ def _missing_split(config: dict) -> str | None:
         return None
     return (
         f"its data_files give only the split(s) {sorted(splits)}, and the examples are the task's "
-        + " split, else its ".join(f"{key.split('_')[0]} split ({config[key]!r})" for key in ("test_split", "validation_split") if config.get(key))
+        + " split, else its ".join(
+            f"{key.split('_')[0]} split ({config[key]!r})"
+            for key in ("test_split", "validation_split")
+            if config.get(key)
+        )
         + "."
     )
 
@@ -273,7 +277,9 @@ def _pdd_task_message(name: str, reference_of: str | None = None) -> str:
         return (
             f"{task_label(name, reference_of)} is a pdd task: its documents are membership texts or a test's own "
             "items, not a benchmark's examples. "
-            + _point_at(reference_of, "an lm-eval task of examples like the source task's that the model cannot have seen")
+            + _point_at(
+                reference_of, "an lm-eval task of examples like the source task's that the model cannot have seen"
+            )
             + f' (e.g. --metadata \'{{"references": {{"{reference_of}": "<that task>"}}}}\').'
         )
     return (

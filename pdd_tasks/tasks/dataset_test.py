@@ -206,8 +206,8 @@ def refuse_contamination_keys(metadata: dict, task: str) -> None:
         raise ContaminationError(
             f"{task}: metadata {', '.join(keys)} {'is a setting' if len(keys) == 1 else 'are settings'} of "
             f"pdd_contamination, not of {task}, which would ignore {'it' if len(keys) == 1 else 'them'}. Run "
-            f"--tasks pdd_contamination --metadata '{{\"source_tasks\": [\"{source}\"], "
-            + (f"\"references\": {json.dumps(metadata['references'])}}}'" if "references" in keys else '...}\'')
+            f'--tasks pdd_contamination --metadata \'{{"source_tasks": ["{source}"], '
+            + (f'"references": {json.dumps(metadata["references"])}}}\'' if "references" in keys else "...}'")
             + f" instead, or remove {' and '.join(keys)}."
         )
 

@@ -325,11 +325,22 @@ def broken_tasks(tasks_dir):
 @pytest.mark.parametrize(
     "reference, fragments",
     [
-        ("no_such_task", ["the reference 'no_such_task' (references: {\"arc_easy_local\": \"no_such_task\"})", "no such lm-eval task"]),  # fmt: skip
+        (
+            "no_such_task",
+            ['the reference \'no_such_task\' (references: {"arc_easy_local": "no_such_task"})', "no such lm-eval task"],
+        ),  # fmt: skip
         ("gsm_missing", ["the reference 'gsm_missing'", "nope.jsonl", "not found"]),
         ("gsm_empty", ["the reference 'gsm_empty'", "empty.jsonl is empty (no rows)"]),
         ("gsm_cut", ["the reference 'gsm_cut'", "cut.jsonl:6: not valid JSON"]),
-        ("gsm_train_only", ["the reference 'gsm_train_only'", "only the split(s) ['train']", "test split ('test')", 'Point references["arc_easy_local"]']),  # fmt: skip
+        (
+            "gsm_train_only",
+            [
+                "the reference 'gsm_train_only'",
+                "only the split(s) ['train']",
+                "test split ('test')",
+                'Point references["arc_easy_local"]',
+            ],
+        ),  # fmt: skip
         ("pdd_wikimia_32", ["the reference 'pdd_wikimia_32'", "is a pdd task", 'Point references["arc_easy_local"]']),
     ],
 )
