@@ -441,3 +441,23 @@ def test_report_force_keeps_a_users_own_file_of_a_report_name(labelled_run, tmp_
     assert run_lm_eval_pdd(["report", labelled_run, "--out", out], tmp_path).returncode == 0
     again = run_lm_eval_pdd(["report", labelled_run, "--out", out, "--force"], tmp_path)  # its own files: replaced
     assert again.returncode == 0, again.stderr[-3000:]
+
+
+# -- issue 43 item 7: decisions on a folder of a labelled and an unlabelled run -------------------------
+
+
+def test_decisions_on_a_labelled_run_names_the_unlabelled_run_beside_it(
+    unlabelled_run, tiny_model, tiny_table, tmp_path
+):  # noqa: F811
+    """Before: "was not an unlabelled run", the unlabelled run in the same folder not named."""
+    from support.bad_input import MEMBERS, NON_MEMBERS, lm_eval_custom, rows, write_jsonl
+
+    folder = tmp_path / "runs"
+    shutil.copytree(unlabelled_run, folder)
+    unlabelled = next(folder.rglob("results_*.json"))
+    data = write_jsonl(tmp_path / "labelled.jsonl", rows(*[(t, 1) for t in MEMBERS], *[(t, 0) for t in NON_MEMBERS]))
+    lm_eval_custom(tiny_model, data, folder / "labelled", {"freq_table": str(tiny_table)}, extra=["--log_samples"])
+    process = run_lm_eval_pdd(["decisions", folder], tmp_path)
+    assert_refused(process, "was not an unlabelled run", f"also holds 1 other run(s) of pdd_custom: {unlabelled}")
+    assert f"lm-eval-pdd decisions {unlabelled}" in process.stderr
+    assert run_lm_eval_pdd(["decisions", unlabelled], tmp_path).returncode == 0
