@@ -236,13 +236,22 @@ class Run:
             f" ({sum(labels)} members, {len(labels) - sum(labels)} non-members)" if labels is not None else ""
         )
         if total is not None and len(samples) != total:
+            what, fix = (
+                ("is incomplete", "a complete samples file")
+                if len(samples) < total
+                else (
+                    "holds more texts than the run scored (a samples file of another run of this task, left from "
+                    "an earlier run into the same folder?)",
+                    "a samples file of this run",
+                )
+            )
             return Counts(
                 total,
                 problem=(
-                    f"the samples file {file} is incomplete: it holds {held}, but the results JSON {self.file.name} "
+                    f"the samples file {file} {what}: it holds {held}, but the results JSON {self.file.name} "
                     f"counts {total} texts scored, and its AUCs and TPRs are computed from all {total}. Member "
                     "and non-member counts, plots and the FPR-budget marks (†) are left out for this task; re-run "
-                    "lm_eval with --log_samples for a complete samples file."
+                    f"lm_eval with --log_samples for {fix}."
                 ),
             )
         if labels is None:
