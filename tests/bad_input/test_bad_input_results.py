@@ -461,3 +461,14 @@ def test_decisions_on_a_labelled_run_names_the_unlabelled_run_beside_it(
     assert_refused(process, "was not an unlabelled run", f"also holds 1 other run(s) of pdd_custom: {unlabelled}")
     assert f"lm-eval-pdd decisions {unlabelled}" in process.stderr
     assert run_lm_eval_pdd(["decisions", unlabelled], tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize("command", ["table", "decisions", "report"])
+def test_a_folder_named_like_a_results_file_is_named_as_a_folder(command, tmp_path):
+    """Before: the folder was read as a data file, with the data loader's advice ("Give a data file in it")."""
+    folder = tmp_path / "out" / "model" / "results_2026-01-01T00-00-00.000000.json"
+    folder.mkdir(parents=True)
+    args = [command, tmp_path / "out"] + (["--out", tmp_path / "report"] if command == "report" else [])
+    process = run_lm_eval_pdd(args, tmp_path)
+    assert_refused(process, "no results_*.json file below it", f"{folder} is a folder, not a file", "--output_path")
+    assert "Give a data file in it" not in process.stderr

@@ -44,9 +44,14 @@ def results_files(path: Path) -> list[Path]:
         raise ResultsError(f"{path} does not exist. {_FIX}")
     if path.is_file():
         return [path]
-    files = sorted(path.rglob("results_*.json"), key=lambda p: (p.name, str(p)))
+    found = sorted(path.rglob("results_*.json"), key=lambda p: (p.name, str(p)))
+    files = [file for file in found if file.is_file()]  # a folder of that name is no results file
     if not files:
-        raise ResultsError(f"{path} is not an lm_eval output folder: no results_*.json below it. {_FIX}")
+        folders = [str(folder) for folder in [path, *found] if folder.is_dir() and folder.match("results_*.json")]
+        named = f" ({', '.join(folders[:3])} {'is a folder' if len(folders) == 1 else 'are folders'}, not a file)"
+        raise ResultsError(
+            f"{path} is not an lm_eval output folder: no results_*.json file below it{named if folders else ''}. {_FIX}"
+        )
     return files
 
 
