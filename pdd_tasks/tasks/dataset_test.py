@@ -198,8 +198,16 @@ CONTAMINATION_KEYS = ("source_tasks", "source_include_path", "tests", "reference
 
 def refuse_contamination_keys(metadata: dict, task: str) -> None:
     """Refuse, in a one-source test's task (``pdd_codec``), the keys only ``pdd_contamination`` reads
-    (``source_tasks``, ``tests``, ``references``): ignored, the run would complete without what they ask
-    for (``references``: the comparison with a reference, the test's null in its place)."""
+    (``source_tasks``, ``tests``, ``references``, a test's settings block such as ``"codec": {...}``):
+    ignored, the run would complete without what they ask for (``references``: the comparison with a
+    reference, the test's null in its place)."""
+    blocks = [key for key in DATASET_TESTS if isinstance(metadata.get(key), dict)]
+    if blocks:
+        raise ContaminationError(
+            f"{task}: metadata {blocks[0]}={json.dumps(metadata[blocks[0]])} is a settings block of pdd_contamination; "
+            f"{task} takes its settings at the top level, e.g. --metadata "
+            f"'{json.dumps({**{k: v for k, v in metadata.items() if k not in blocks}, **metadata[blocks[0]]})}'."
+        )
     keys = [key for key in CONTAMINATION_KEYS if key in metadata and key not in source_keys()]
     if keys:
         source = metadata.get("source_task") or "arc_easy"

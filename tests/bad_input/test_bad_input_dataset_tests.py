@@ -383,3 +383,16 @@ def test_references_given_to_pdd_codec_is_refused_naming_pdd_contamination(tasks
         build_task("codec", metadata)
     with pytest.raises(UserError, match="source_tasks is a setting of pdd_contamination"):
         build_task("codec", {"source_tasks": ["arc_easy_local"]})
+
+
+def test_a_settings_block_given_to_pdd_codec_is_refused_and_says_to_lift_it(tasks_dir, caplog):
+    """Before: "'codec' ... ignored by the task" and the run went on without the settings."""
+    with pytest.raises(UserError, match=r'codec=\{"seed": 1\} is a settings block of pdd_contamination.*"seed": 1'):
+        build_task("codec", {"source_task": "arc_easy_local", "source_include_path": str(tasks_dir), "codec": {"seed": 1}})  # fmt: skip
+
+
+def test_an_unknown_key_of_a_settings_block_is_refused_without_an_ignored_warning_first(caplog):
+    """Before: the warning "'colour' ... ignored by the task" came right before the refusal of 'colour'."""
+    with caplog.at_level(logging.WARNING), pytest.raises(SettingError, match="'colour' is no setting of CoDeC"):
+        build_task("contamination", {"source_tasks": ["a"], "codec": {"colour": "red"}})
+    assert "ignored by the task" not in caplog.text
