@@ -472,3 +472,43 @@ def test_a_folder_named_like_a_results_file_is_named_as_a_folder(command, tmp_pa
     process = run_lm_eval_pdd(args, tmp_path)
     assert_refused(process, "no results_*.json file below it", f"{folder} is a folder, not a file", "--output_path")
     assert "Give a data file in it" not in process.stderr
+
+
+# -- issue 43 item 8: lm_eval --output_path on a read-only or full disk ----------------------------------
+
+
+def _lm_eval_into_mount(
+    tiny_model, tiny_table, options: str, tmp_path, before: str = ""
+) -> subprocess.CompletedProcess:
+    args = [
+        "--model", "hf", "--model_args", f"pretrained={tiny_model},dtype=float32", "--device", "cpu",
+        "--include_path", tasks_path(), "--tasks", "pdd_wikimia_32", "--batch_size", "8", "--limit", "24",
+        "--metadata", json.dumps({"freq_table": str(tiny_table)}), "--log_samples",
+    ]  # fmt: skip
+    script = f'{before}"$(dirname "$PDD")/lm_eval" {shlex.join(args)} --output_path "$MNT/out"; echo "rc=$?"'
+    return in_a_mount(options, script, tmp_path)
+
+
+def test_lm_eval_output_path_on_a_read_only_disk_exits_1_with_one_line(tiny_model, tiny_table, tmp_path):
+    """Before: 'Could not save results aggregated' as a WARNING, exit status 0, nothing saved."""
+    process = _lm_eval_into_mount(tiny_model, tiny_table, "ro,size=1m", tmp_path)
+    assert "rc=1" in process.stdout, process.stdout[-2000:] + process.stderr[-3000:]
+    assert_refused_text(
+        process.stderr, "OutputNotSaved: lm_eval --output_path", "could not save the results", "Read-only file system"
+    )
+    assert "|pdd_wikimia_32|" in process.stdout.replace(" ", "")  # the results table is still printed
+
+
+def test_lm_eval_samples_on_a_full_disk_exits_1_naming_the_cut_file(tiny_model, tiny_table, tmp_path):
+    """Before: exit status 0 with a WARNING and a cut samples file. The results JSON (small) fits, the
+    samples do not: the disk is filled up to 24 KiB before the run."""
+    fill = 'head -c $(( $(df --output=avail -B1 "$MNT" | tail -1) - 24576 )) /dev/zero > "$MNT/filler" 2>/dev/null; '
+    process = _lm_eval_into_mount(tiny_model, tiny_table, "size=1m", tmp_path, before=fill)
+    assert "rc=1" in process.stdout, process.stdout[-2000:] + process.stderr[-3000:]
+    assert_refused_text(
+        process.stderr,
+        "could not save the samples of pdd_wikimia_32 (its samples file may be cut",
+        "No space left on device",
+        "The results JSON was saved.",
+        "Free space on that disk",
+    )
