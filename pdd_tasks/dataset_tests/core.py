@@ -41,6 +41,7 @@ from pdd_tasks.registry import (
     SettingError,
     check_metadata_keys,
     flag,
+    refuse_misspelt_keys,
     request_ceiling,
     whole_number,
 )
@@ -289,7 +290,7 @@ def read_settings(test: DatasetTest, metadata: dict, where: str, extra_keys=(), 
     if strict:
         unknown = [key for key in metadata if key not in known]
         if unknown:
-            check_metadata_keys({key: metadata[key] for key in unknown}, known, where)  # a close match: "did you mean"
+            refuse_misspelt_keys(unknown, known, where)  # a close match: "did you mean"; no "ignored" warning
             raise SettingError(
                 f"{where}: {', '.join(map(repr, unknown))} is no setting of {test.title}. Its settings: "
                 f"{', '.join(sorted(known))} (docs/dataset-tests.md)."

@@ -36,7 +36,8 @@ and registers them there when it is imported: :mod:`~pdd_tasks.lm_eval_patches.e
 :mod:`~pdd_tasks.lm_eval_patches.vllm` (lm-eval's ``VLLM`` and vLLM's engine, with
 :class:`VllmWorkerExtension`), :mod:`~pdd_tasks.lm_eval_patches.completions` (the completions and
 chat-completions clients), :mod:`~pdd_tasks.lm_eval_patches.stderr` (a metric's standard error) and
-:mod:`~pdd_tasks.lm_eval_patches.evaluator` (the evaluation loop). This module imports them in that
+:mod:`~pdd_tasks.lm_eval_patches.evaluator` (the evaluation loop) and
+:mod:`~pdd_tasks.lm_eval_patches.output` (the results and samples files). This module imports them in that
 order, which is the order of :data:`PATCHES` and of :func:`apply`, and re-exports the public names.
 ``python -m pdd_tasks.lm_eval_patches ARGS`` (:mod:`pdd_tasks.lm_eval_patches.__main__`) is lm-eval's
 command line with the patches applied first.
@@ -87,11 +88,13 @@ from pdd_tasks.lm_eval_patches.vllm import (
 from pdd_tasks.lm_eval_patches import completions
 from pdd_tasks.lm_eval_patches import stderr
 from pdd_tasks.lm_eval_patches.evaluator import show_run_tasks
+from pdd_tasks.lm_eval_patches.output import OutputNotSaved
 # isort: on
 
 
 __all__ = [
     "LM_EVAL_VERSION",
+    "OutputNotSaved",
     "PATCHES",
     "PIP_INSTALL",
     "SHOW_USER_ERRORS",

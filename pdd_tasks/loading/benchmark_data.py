@@ -276,9 +276,14 @@ class DataSpec:
 
     @property
     def file_names(self) -> tuple[str, ...]:
-        """Names of the split's file looked for in a directory or zip."""
+        """Names of the split's file looked for in a directory or zip; a ``.jsonl`` file of the task's
+        (``local_file``) also gzipped, as the file itself is read (``arxiv_mia.jsonl.gz``)."""
         if self.local_files:
-            return self.local_files
+            return tuple(
+                name
+                for file in self.local_files
+                for name in (file, *([f"{file}.gz"] if file.endswith(".jsonl") else []))
+            )
         return tuple(f"{self.split}{suffix}" for suffix in DATA_SUFFIXES) + (f"{self.split}-*.parquet",)
 
     def override_hint(self, placeholder: str = "<path>") -> str:
@@ -286,7 +291,7 @@ class DataSpec:
         if self.hub_files:
             what = f"a directory holding {' and '.join(path for _, path in self.hub_files)}"
         elif self.local_files:
-            what = f"a directory holding {' or '.join(self.local_files)}, or that file itself (also in a .zip)"
+            what = f"a directory holding {' or '.join(self.file_names)}, or that file itself (also in a .zip)"
         else:
             what = (
                 f"a directory holding {self.split}.jsonl, .json, .csv or .parquet (or the Hub's "

@@ -326,6 +326,19 @@ def model_argument_names() -> frozenset[str]:
     return frozenset(names)
 
 
+def refuse_misspelt_keys(keys: Collection, known: Collection[str], task: str) -> None:
+    """Refuse the first of ``keys`` (not settings of ``task``) that looks like a misspelt one of ``known``,
+    naming the closest (``did you mean 'min_k'?``); the others pass."""
+    known = set(known) - RECORDED_KEYS
+    for key in keys:
+        close = difflib.get_close_matches(str(key).lower(), sorted(known), n=1, cutoff=0.75)
+        if close:
+            raise SettingError(
+                f"{task}: metadata key {key!r} is not a setting of this task; did you mean {close[0]!r}? "
+                f"Fix the key in --metadata (known keys: {', '.join(sorted(known))})."
+            )
+
+
 def check_metadata_keys(metadata: dict, known: Collection[str], task: str) -> None:
     """Refuse a metadata key that looks like a misspelt setting (``mink``, ``dcpdd_A``), naming the
     closest known key; warn about other keys that are neither settings nor model arguments.
@@ -335,13 +348,7 @@ def check_metadata_keys(metadata: dict, known: Collection[str], task: str) -> No
     """
     known = set(known) | RECORDED_KEYS
     unknown = [key for key in metadata if key not in known and key not in model_argument_names()]
-    for key in unknown:
-        close = difflib.get_close_matches(str(key).lower(), sorted(known - RECORDED_KEYS), n=1, cutoff=0.75)
-        if close:
-            raise SettingError(
-                f"{task}: metadata key {key!r} is not a setting of this task; did you mean {close[0]!r}? "
-                f"Fix the key in --metadata (known keys: {', '.join(sorted(known - RECORDED_KEYS))})."
-            )
+    refuse_misspelt_keys(unknown, known, task)
     if unknown:
         logger.warning(
             "%s: metadata key(s) %s are neither settings of this task nor known model arguments: ignored by the "

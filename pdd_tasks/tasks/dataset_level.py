@@ -49,7 +49,7 @@ from pdd_tasks.dataset_tests.core import (
 )
 from pdd_tasks.errors import UserError, excerpt
 from pdd_tasks.loading import task_groups
-from pdd_tasks.loading.examples import ExampleSource, examples_of_task
+from pdd_tasks.loading.examples import ExampleSource, examples_from_task, examples_of_task
 from pdd_tasks.registry import SettingError, check_metadata_keys
 from pdd_tasks.results_schema import reference_metric, source_metric
 from pdd_tasks.tasks.base import loglikelihood_requests, refuse_run_options
@@ -128,6 +128,7 @@ class DatasetTestTask(ConfigurableTask):
         """(documents, metrics as (name, aggregation, higher_is_better), what the results JSON records)."""
         test = DATASET_TESTS[self.TEST or dataset_test_named_by(self.test_task_name)]
         metadata = self.run_metadata
+        refuse_contamination_keys(metadata, self.test_task_name)
         settings = read_settings(test, metadata, self.test_task_name, extra_keys=source_keys())
         examples, source = ExampleSource.from_metadata(metadata, self.test_task_name).load()
         documents, summary, planned = prepare(
@@ -187,6 +188,30 @@ class ExchangeabilityTask(DatasetTestTask):
 
 #: The keys of ``pdd_contamination``'s metadata besides the tests' blocks.
 CONTAMINATION_KEYS = ("source_tasks", "source_include_path", "tests", "references")
+
+
+def refuse_contamination_keys(metadata: dict, task: str) -> None:
+    """Refuse, in a one-source test's task (``pdd_codec``), the keys only ``pdd_contamination`` reads
+    (``source_tasks``, ``tests``, ``references``, a test's settings block such as ``"codec": {...}``):
+    ignored, the run would complete without what they ask for (``references``: the comparison with a
+    reference, the test's null in its place)."""
+    blocks = [key for key in DATASET_TESTS if isinstance(metadata.get(key), dict)]
+    if blocks:
+        raise ContaminationError(
+            f"{task}: metadata {blocks[0]}={json.dumps(metadata[blocks[0]])} is a settings block of pdd_contamination; "
+            f"{task} takes its settings at the top level, e.g. --metadata "
+            f"'{json.dumps({**{k: v for k, v in metadata.items() if k not in blocks}, **metadata[blocks[0]]})}'."
+        )
+    keys = [key for key in CONTAMINATION_KEYS if key in metadata and key not in source_keys()]
+    if keys:
+        source = metadata.get("source_task") or "arc_easy"
+        raise ContaminationError(
+            f"{task}: metadata {', '.join(keys)} {'is a setting' if len(keys) == 1 else 'are settings'} of "
+            f"pdd_contamination, not of {task}, which would ignore {'it' if len(keys) == 1 else 'them'}. Run "
+            f'--tasks pdd_contamination --metadata \'{{"source_tasks": ["{source}"], '
+            + (f'"references": {json.dumps(metadata["references"])}}}\'' if "references" in keys else "...}'")
+            + f" instead, or remove {' and '.join(keys)}."
+        )
 
 
 def source_task_names(metadata: dict) -> list[str] | None:
@@ -364,7 +389,7 @@ class ContaminationTask(DatasetTestTask):
                 metrics += [(source_metric(m, name), aggregate, higher) for m, (aggregate, higher) in test.metrics.items()]  # fmt: skip
                 if test.compares_to_reference and name in references:
                     built, summary[name][test_name]["reference"], planned[(name, f"{test_name} reference")] = (
-                        self.reference(test, own, references[name], model, where, examples)
+                        self.reference(test, own, references[name], model, where, examples, name)
                     )
                     documents += [{"test": test_name, "source_task": name, "role": "reference", **doc} for doc in built]
                     metrics += [
@@ -388,18 +413,21 @@ class ContaminationTask(DatasetTestTask):
         )
         return documents, metrics, {"contamination": summary, "contamination_groups": sources.groups}
 
-    def reference_examples(self, reference: str) -> tuple[list[str], str]:
-        """The examples of reference task ``reference``: the run's own task of that name where the run has
-        one, else loaded by name (with ``source_include_path``)."""
+    def reference_examples(self, reference: str, source: str) -> tuple[list[str], str]:
+        """The examples of reference task ``reference`` (of source task ``source``: the messages name the
+        reference and its ``references`` entry): the run's own task of that name where the run has one, else
+        loaded by name (with ``source_include_path``)."""
         if reference in self.run_tasks:
-            return examples_of_task(self.run_tasks[reference], reference), f"lm-eval task {reference}"
-        return ExampleSource(source_task=reference, source_include_path=self.include).load()
+            examples = examples_of_task(self.run_tasks[reference], reference, reference_of=source)
+        else:
+            examples = examples_from_task(reference, self.include, reference_of=source)
+        return examples, f"lm-eval task {reference}"
 
-    def reference(self, test: DatasetTest, settings, reference: str, model, where: str, tested: list[str]):
+    def reference(self, test: DatasetTest, settings, reference: str, model, where: str, tested: list[str], source: str):
         """``(documents, summary, planned requests)`` of ``test`` on the reference task ``reference``, with the
         source task's settings. A test that cannot apply to it is an error, and so is an example it shares
         with the ``tested`` examples: the run asked for a comparison with examples the model has not seen."""
-        examples, source = self.reference_examples(reference)
+        examples, description = self.reference_examples(reference, source)
         shared = set(examples) & set(tested)
         if shared:
             raise ContaminationError(
@@ -409,7 +437,7 @@ class ContaminationTask(DatasetTestTask):
             )
         try:
             documents, summary, planned = prepare(
-                test, settings, examples, source, model, f"{where} (reference {reference})"
+                test, settings, examples, description, model, f"{where} (reference {reference})"
             )
         except NotApplicable as error:
             raise ContaminationError(

@@ -292,10 +292,16 @@ def replace_folder(
         raise
 
 
+#: The errors of a write to an open file (no file named): a full disk or quota, a file too large, a
+#: read-only or failing device.
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
+
+
 def _names_a_path_in(error: OSError, folders: Iterable[Path]) -> bool:
     """Whether the file an ``OSError`` names is one of ``folders`` or lies in one (a write of the
-    output, not e.g. an input that could not be read)."""
-    if not error.filename:
-        return False
+    output, not e.g. an input that could not be read); one that names no file, where its error is one
+    of a write (:data:`_WRITE_ERRNOS`: a full disk)."""
+    if not error.filename:  # a write or close of an open file: the system names no file
+        return error.errno in _WRITE_ERRNOS
     path = Path(os.path.abspath(error.filename))
     return any(path == Path(os.path.abspath(f)) or Path(os.path.abspath(f)) in path.parents for f in folders)

@@ -39,9 +39,11 @@ import inspect, json, sys
 import lm_eval.api.metrics, lm_eval.api.model, lm_eval.api.registry, lm_eval.evaluator, lm_eval.evaluator_utils
 from lm_eval.models.huggingface import HFLM
 from lm_eval.models import openai_completions as oc
+from lm_eval.loggers.evaluation_tracker import EvaluationTracker
 
 WATCHED = [HFLM, oc.LocalCompletionsAPI, oc.OpenAICompletionsAPI, oc.LocalChatCompletion, oc.OpenAIChatCompletion,
-           lm_eval.api.model.TemplateLM, lm_eval.evaluator_utils, lm_eval.evaluator, lm_eval.api.metrics, sys]
+           lm_eval.api.model.TemplateLM, lm_eval.evaluator_utils, lm_eval.evaluator, lm_eval.api.metrics, sys,
+           EvaluationTracker]
 
 def snapshot():
     return {(i, name): value for i, owner in enumerate(WATCHED) for name, value in list(vars(owner).items())}
@@ -153,6 +155,8 @@ print(json.dumps({
     assert result["applied"] == [name for name in result["listed"] if name != "vllm-worker-prompt-stats"]
     assert result["changed"] == [
         "BackgroundResources.__call__",
+        "EvaluationTracker.save_results_aggregated",
+        "EvaluationTracker.save_results_samples",
         "HFLM.generate_until",
         "HFLM.loglikelihood",
         "HFLM.rank",
@@ -388,7 +392,7 @@ def test_doctests():
 
 
 #: The modules of pdd_tasks.lm_eval_patches, in the order its __init__ imports them (that of PATCHES).
-PACKAGE_MODULES = ("core", "excepthook", "huggingface", "vllm", "completions", "stderr", "evaluator")
+PACKAGE_MODULES = ("core", "excepthook", "huggingface", "vllm", "completions", "stderr", "evaluator", "output")
 
 
 def test_the_package_is_its_core_and_one_module_per_target():

@@ -295,3 +295,104 @@ def test_the_exchangeability_test_on_copies_of_one_example_does_not_apply(tmp_pa
     with caplog.at_level(logging.WARNING):
         task = build_task("exchangeability", {"data_files": str(mixed), "num_shards": 3, "permutations": 9})
     assert len(task.documents) == 3 and "1 of the 3 shards hold copies of one text (shards 2)" in caplog.text
+
+
+# -- issue 43 item 5: a reference's mistakes are the reference's ------------------------------------
+
+
+def _task_with_test_file(tasks_dir, name: str, test_file: str | None) -> None:
+    """A GSM8K-shaped task ``name`` whose test split is ``test_file`` in the data folder (None: train only)."""
+    test = f"    test: {tasks_dir}/data/{test_file}\n" if test_file else ""
+    (tasks_dir / f"{name}.yaml").write_text(
+        f"include: gsm8k_local.yaml\ntask: {name}\ndataset_kwargs:\n  data_files:\n"
+        f"    train: {tasks_dir}/data/gsm8k_train.jsonl\n{test}"
+    )
+
+
+@pytest.fixture(scope="module")
+def broken_tasks(tasks_dir):
+    data = tasks_dir / "data"
+    (data / "empty.jsonl").write_text("")
+    lines = (data / "gsm8k_test.jsonl").read_text().splitlines()
+    (data / "cut.jsonl").write_text("\n".join([*lines[:5], lines[5][:30], *lines[6:]]) + "\n")
+    _task_with_test_file(tasks_dir, "gsm_missing", "nope.jsonl")
+    _task_with_test_file(tasks_dir, "gsm_empty", "empty.jsonl")
+    _task_with_test_file(tasks_dir, "gsm_cut", "cut.jsonl")
+    _task_with_test_file(tasks_dir, "gsm_train_only", None)
+    return tasks_dir
+
+
+@pytest.mark.parametrize(
+    "reference, fragments",
+    [
+        (
+            "no_such_task",
+            ['the reference \'no_such_task\' (references: {"arc_easy_local": "no_such_task"})', "no such lm-eval task"],
+        ),  # fmt: skip
+        ("gsm_missing", ["the reference 'gsm_missing'", "nope.jsonl", "not found"]),
+        ("gsm_empty", ["the reference 'gsm_empty'", "empty.jsonl is empty (no rows)"]),
+        ("gsm_cut", ["the reference 'gsm_cut'", "cut.jsonl:6: not valid JSON"]),
+        (
+            "gsm_train_only",
+            [
+                "the reference 'gsm_train_only'",
+                "only the split(s) ['train']",
+                "test split ('test')",
+                'Point references["arc_easy_local"]',
+            ],
+        ),  # fmt: skip
+        ("pdd_wikimia_32", ["the reference 'pdd_wikimia_32'", "is a pdd task", 'Point references["arc_easy_local"]']),
+    ],
+)
+def test_a_references_mistake_names_the_reference_and_its_fix(broken_tasks, reference, fragments):
+    """Before: each said "source_task ..." and proposed a source task's fix; a cut row had no line, an empty
+    file and a missing split the same "an empty file has no documents"."""
+    metadata = {
+        "source_tasks": ["arc_easy_local"],
+        "source_include_path": str(broken_tasks),
+        "references": {"arc_easy_local": reference},
+        "exchangeability": {"num_shards": 4, "permutations": 9},
+    }
+    with pytest.raises(UserError) as caught:
+        build_task("contamination", metadata)
+    message = str(caught.value)
+    assert "source_task" not in message.replace("source_tasks", ""), message
+    for fragment in fragments:
+        assert fragment in message, message
+
+
+@pytest.mark.parametrize(
+    "task, fragments",
+    [
+        ("gsm_train_only", ["source_task 'gsm_train_only' has no examples to test", "only the split(s) ['train']"]),
+        ("gsm_cut", ["source_task 'gsm_cut'", "cut.jsonl:6: not valid JSON"]),
+        ("gsm_empty", ["empty.jsonl is empty (no rows)"]),
+    ],
+)
+def test_a_source_tasks_missing_split_or_broken_file_is_named(broken_tasks, task, fragments):
+    with pytest.raises(UserError) as caught:
+        build_task("codec", {"source_task": task, "source_include_path": str(broken_tasks)})
+    for fragment in fragments:
+        assert fragment in str(caught.value), str(caught.value)
+
+
+def test_references_given_to_pdd_codec_is_refused_naming_pdd_contamination(tasks_dir):
+    """Before: a warning ("ignored by the task") and a run against the null, not the reference asked for."""
+    metadata = {"source_task": "arc_easy_local", "source_include_path": str(tasks_dir), "references": {"arc_easy_local": "gsm8k_local"}}  # fmt: skip
+    with pytest.raises(UserError, match=r"references is a setting of pdd_contamination, not of pdd_codec.*--tasks pdd_contamination"):  # fmt: skip
+        build_task("codec", metadata)
+    with pytest.raises(UserError, match="source_tasks is a setting of pdd_contamination"):
+        build_task("codec", {"source_tasks": ["arc_easy_local"]})
+
+
+def test_a_settings_block_given_to_pdd_codec_is_refused_and_says_to_lift_it(tasks_dir, caplog):
+    """Before: "'codec' ... ignored by the task" and the run went on without the settings."""
+    with pytest.raises(UserError, match=r'codec=\{"seed": 1\} is a settings block of pdd_contamination.*"seed": 1'):
+        build_task("codec", {"source_task": "arc_easy_local", "source_include_path": str(tasks_dir), "codec": {"seed": 1}})  # fmt: skip
+
+
+def test_an_unknown_key_of_a_settings_block_is_refused_without_an_ignored_warning_first(caplog):
+    """Before: the warning "'colour' ... ignored by the task" came right before the refusal of 'colour'."""
+    with caplog.at_level(logging.WARNING), pytest.raises(SettingError, match="'colour' is no setting of CoDeC"):
+        build_task("contamination", {"source_tasks": ["a"], "codec": {"colour": "red"}})
+    assert "ignored by the task" not in caplog.text

@@ -83,7 +83,7 @@ def test_a_source_task_with_an_empty_test_file_names_its_file(tiny_model, own_ta
     process = lm_eval_task(
         tiny_model, "pdd_codec", {"source_task": "own_empty", "source_include_path": str(own_tasks)}, tmp_path
     )
-    assert_refused(process, "source_task 'own_empty'", str(own_tasks / "empty.jsonl"), "an empty file has no documents")
+    assert_refused(process, "source_task 'own_empty'", str(own_tasks / "empty.jsonl"), "is empty (no rows)")
     assert NETWORK_HINT not in process.stderr
 
 

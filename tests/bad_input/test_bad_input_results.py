@@ -367,3 +367,148 @@ def test_use_cache_on_a_full_disk_names_the_file_and_a_rerun_reuses_what_was_wri
     assert 0 < cached < 120  # some answers were kept, not all
     run_lm_eval([*args, "--output_path", str(tmp_path / "fresh")], tmp_path)
     assert read_results(tmp_path / "resumed")["results"] == read_results(tmp_path / "fresh")["results"]
+
+
+# -- issue 43 item 6: decisions on a full disk, a killed report's leftovers, --force and a user's file ---
+
+
+def test_decisions_onto_a_full_disk_is_one_line_and_keeps_the_old_file(unlabelled_run, tmp_path):  # noqa: F811
+    """Before: a raw OSError traceback (ENOSPC names no file, so it was not taken for the output's)."""
+    script = (
+        f'cp -r {shlex.quote(str(unlabelled_run))} "$MNT/run" && echo old > "$MNT/d.jsonl" && '
+        'cat /dev/zero > "$MNT/filler" 2>/dev/null; '
+        '"$PDD" decisions "$MNT/run" --output "$MNT/d.jsonl" --force; echo "rc=$?"; cat "$MNT/d.jsonl"; ls -A "$MNT"'
+    )
+    process = in_a_mount("size=512k", script, tmp_path)
+    assert "rc=1" in process.stdout, process.stdout + process.stderr[-3000:]
+    assert_refused_text(process.stderr, "cannot write there: No space left on device", "free space on that disk")
+    assert process.stdout.split("rc=1", 1)[1].split()[0] == "old"  # the old file as it was
+    assert not [name for name in process.stdout.split() if ".tmp-" in name]
+
+
+def test_write_file_names_a_full_disk_that_names_no_file(tmp_path):
+    """/dev/full: the kernel's ENOSPC on a write, as a full disk gives it (no file named in the error)."""
+    from pdd_tasks.tools.outputs import OutputNotWritten, write_file
+
+    def write(path: Path) -> None:
+        path.write_text("partial")
+        with open("/dev/full", "w") as full:
+            full.write("x" * 100_000)
+
+    output = tmp_path / "d.jsonl"
+    output.write_text("old")
+    with pytest.raises(OutputNotWritten, match="cannot write there: No space left on device"):
+        write_file(output, write, force=True)
+    assert output.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["d.jsonl"]
+
+
+def test_a_killed_reports_staging_folders_are_removed_by_the_next_run_and_a_running_ones_kept(labelled_run, tmp_path):
+    """Before: ``.report-new-*`` (in --out) and ``.<out>-new-*`` (beside it) stayed, unmentioned, forever."""
+    from pdd_tasks.tools.report.files import _lock
+
+    out = tmp_path / "rep"
+    assert run_lm_eval_pdd(["report", labelled_run, "--out", out], tmp_path).returncode == 0
+    inside, beside = out / ".report-new-abc123", tmp_path / ".rep-new-def456"
+    running = out / ".report-new-running"
+    for folder in (inside, beside, running):
+        folder.mkdir()
+        (folder / "roc_partial.png").write_bytes(b"\x89PNG partial")
+    users = out / ".report-new-notes.txt"  # a file of the pattern's name: not a staging folder
+    users.write_text("mine")
+    other = tmp_path / ".report-new-elsewhere"  # the pattern, but not where this --out stages
+    other.mkdir()
+    lock = _lock(running)  # a report writing now holds its staging folder
+    try:
+        process = run_lm_eval_pdd(["report", labelled_run, "--out", out, "--force"], tmp_path)
+    finally:
+        os.close(lock)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert not inside.exists() and not beside.exists()
+    assert f"removed {inside}" in process.stderr and f"removed {beside}" in process.stderr
+    assert running.is_dir() and users.read_text() == "mine" and other.is_dir()
+
+
+def test_report_force_keeps_a_users_own_file_of_a_report_name(labelled_run, tmp_path):
+    """Before: --force replaced a leaderboard.csv the command never wrote (docs/mistakes.md: never what is there)."""
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "leaderboard.csv").write_text("name,score\nmine,1\n")
+    process = run_lm_eval_pdd(["report", labelled_run, "--out", out, "--force"], tmp_path)
+    assert_refused(process, "leaderboard.csv, of a report file's name but not written by lm-eval-pdd report", "Move it")
+    assert (out / "leaderboard.csv").read_text() == "name,score\nmine,1\n"
+    assert sorted(p.name for p in out.iterdir()) == ["leaderboard.csv"]
+    (out / "leaderboard.csv").unlink()
+    assert run_lm_eval_pdd(["report", labelled_run, "--out", out], tmp_path).returncode == 0
+    again = run_lm_eval_pdd(["report", labelled_run, "--out", out, "--force"], tmp_path)  # its own files: replaced
+    assert again.returncode == 0, again.stderr[-3000:]
+
+
+# -- issue 43 item 7: decisions on a folder of a labelled and an unlabelled run -------------------------
+
+
+def test_decisions_on_a_labelled_run_names_the_unlabelled_run_beside_it(
+    unlabelled_run, tiny_model, tiny_table, tmp_path
+):  # noqa: F811
+    """Before: "was not an unlabelled run", the unlabelled run in the same folder not named."""
+    from support.bad_input import MEMBERS, NON_MEMBERS, lm_eval_custom, rows, write_jsonl
+
+    folder = tmp_path / "runs"
+    shutil.copytree(unlabelled_run, folder)
+    unlabelled = next(folder.rglob("results_*.json"))
+    data = write_jsonl(tmp_path / "labelled.jsonl", rows(*[(t, 1) for t in MEMBERS], *[(t, 0) for t in NON_MEMBERS]))
+    lm_eval_custom(tiny_model, data, folder / "labelled", {"freq_table": str(tiny_table)}, extra=["--log_samples"])
+    process = run_lm_eval_pdd(["decisions", folder], tmp_path)
+    assert_refused(process, "was not an unlabelled run", f"also holds 1 other run(s) of pdd_custom: {unlabelled}")
+    assert f"lm-eval-pdd decisions {unlabelled}" in process.stderr
+    assert run_lm_eval_pdd(["decisions", unlabelled], tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize("command", ["table", "decisions", "report"])
+def test_a_folder_named_like_a_results_file_is_named_as_a_folder(command, tmp_path):
+    """Before: the folder was read as a data file, with the data loader's advice ("Give a data file in it")."""
+    folder = tmp_path / "out" / "model" / "results_2026-01-01T00-00-00.000000.json"
+    folder.mkdir(parents=True)
+    args = [command, tmp_path / "out"] + (["--out", tmp_path / "report"] if command == "report" else [])
+    process = run_lm_eval_pdd(args, tmp_path)
+    assert_refused(process, "no results_*.json file below it", f"{folder} is a folder, not a file", "--output_path")
+    assert "Give a data file in it" not in process.stderr
+
+
+# -- issue 43 item 8: lm_eval --output_path on a read-only or full disk ----------------------------------
+
+
+def _lm_eval_into_mount(
+    tiny_model, tiny_table, options: str, tmp_path, before: str = ""
+) -> subprocess.CompletedProcess:
+    args = [
+        "--model", "hf", "--model_args", f"pretrained={tiny_model},dtype=float32", "--device", "cpu",
+        "--include_path", tasks_path(), "--tasks", "pdd_wikimia_32", "--batch_size", "8", "--limit", "24",
+        "--metadata", json.dumps({"freq_table": str(tiny_table)}), "--log_samples",
+    ]  # fmt: skip
+    script = f'{before}"$(dirname "$PDD")/lm_eval" {shlex.join(args)} --output_path "$MNT/out"; echo "rc=$?"'
+    return in_a_mount(options, script, tmp_path)
+
+
+def test_lm_eval_output_path_on_a_read_only_disk_exits_1_with_one_line(tiny_model, tiny_table, tmp_path):
+    """Before: 'Could not save results aggregated' as a WARNING, exit status 0, nothing saved."""
+    process = _lm_eval_into_mount(tiny_model, tiny_table, "ro,size=1m", tmp_path)
+    assert "rc=1" in process.stdout, process.stdout[-2000:] + process.stderr[-3000:]
+    assert_refused_text(
+        process.stderr, "OutputNotSaved: lm_eval --output_path", "could not save the results", "Read-only file system"
+    )
+    assert "|pdd_wikimia_32|" in process.stdout.replace(" ", "")  # the results table is still printed
+
+
+def test_lm_eval_samples_on_a_full_disk_exits_1_naming_the_cut_file(tiny_model, tiny_table, tmp_path):
+    """Before: exit status 0 with a WARNING and a cut samples file. The results JSON (small) fits, the
+    samples do not: the disk is filled up to 24 KiB before the run."""
+    fill = 'head -c $(( $(df --output=avail -B1 "$MNT" | tail -1) - 24576 )) /dev/zero > "$MNT/filler" 2>/dev/null; '
+    process = _lm_eval_into_mount(tiny_model, tiny_table, "size=1m", tmp_path, before=fill)
+    assert "rc=1" in process.stdout, process.stdout[-2000:] + process.stderr[-3000:]
+    assert_refused_text(
+        process.stderr,
+        "could not save the samples of pdd_wikimia_32 (its samples file may be cut",
+        "No space left on device",
+        "The results JSON was saved.",
+        "Free space on that disk",
+    )

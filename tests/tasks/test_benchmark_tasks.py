@@ -182,6 +182,22 @@ def test_mimir_reads_the_hub_folder_itself_and_a_file_of_pairs(tmp_path):
 # ------------------------------------------------------------------------ local file formats
 
 
+@pytest.mark.parametrize(
+    "task, name, field",
+    [("pdd_arxivmia", "arxiv_mia.jsonl.gz", "text"), ("pdd_stackmia", "StackMIAsub.jsonl.gz", "snippet")],
+)
+def test_a_folder_holding_the_gzipped_file_is_read_as_the_file_itself(tmp_path, task, name, field):
+    """Before: the .gz file itself was read, the folder holding it refused ("holds none of ...")."""
+    rows = [{field: f"text number {i} of the benchmark", "label": i % 2} for i in range(4)]
+    folder = tmp_path / "copy"
+    folder.mkdir()
+    with gzip.open(folder / name, "wt", encoding="utf-8") as handle:
+        handle.write("".join(json.dumps(row) + "\n" for row in rows))
+    from_file = list(load_task(task, data_source=str(folder / name)).test_docs())
+    from_folder = list(load_task(task, data_source=str(folder)).test_docs())
+    assert len(from_folder) == 4 and from_folder == from_file
+
+
 def test_patentmia_from_the_zip_the_authors_publish(tmp_path):
     archive = tmp_path / "data.zip"
     with zipfile.ZipFile(archive, "w") as zf:
@@ -284,8 +300,8 @@ def test_patentmia_is_not_on_the_hub_and_says_where_to_get_it():
     assert "PatentMIA is not on the Hugging Face Hub" in message
     assert "https://github.com/zhang-wei-chao/DC-PDD" in message
     assert (
-        """--metadata '{"data_source": "<path>"}' (<path> = a directory holding PatentMIA.jsonl, or that file"""
-        in message
+        """--metadata '{"data_source": "<path>"}' (<path> = a directory holding PatentMIA.jsonl or """
+        """PatentMIA.jsonl.gz, or that file""" in message
     )
 
 

@@ -149,7 +149,12 @@ def test_an_existing_matrix_is_kept_without_force_and_a_stale_one_removed_with_i
     assert returncode == 1 and "already holds a report (contamination.csv); pass --force" in stderr
     assert "Traceback" not in stderr and (out / "contamination.csv").read_text() == "mine\n"
 
+    returncode, stderr = report(capsys, root, "--out", out, "--force")  # no report wrote it: kept
+    assert returncode == 1 and "contamination.csv, of a report file's name but not written by" in stderr
+    assert (out / "contamination.csv").read_text() == "mine\n"
+
     # a report of runs without pdd_contamination leaves no matrix of an earlier report behind
+    (out / "contamination.csv").write_text("model,benchmark,verdict\n")  # an earlier report's
     labelled = tmp_path / "labelled" / "model" / "results_2026-01-04T00-00-00.000000.json"
     labelled.parent.mkdir(parents=True)
     labelled.write_text(json.dumps({"results": {"pdd_custom": {"loss_auc,none": 0.6, "loss_auc_stderr,none": 0.05}}}))

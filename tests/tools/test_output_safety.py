@@ -197,7 +197,8 @@ WRITERS = {
     "zh-snippets": ("file", "--output", "is also one of the inputs", "is a folder|holds an input", "is a folder"),
     # report writes only its own file names (report.html, report.md, leaderboard.*, plots) into --out and
     # leaves every other file there, so case (c) does not apply (tests/tools/test_report.py checks that it
-    # replaces only those names); case (b) is refused where the current folder holds the run it reads.
+    # replaces only those names, and tests/bad_input/test_bad_input_results.py that --force replaces only
+    # those carrying its mark); case (b) is refused where the current folder holds the run it reads.
     "report": ("files", "--out", "is also one of the inputs", "holds an input", None),
 }
 CASES = ("output-is-an-input", "output-is-the-current-folder", "output-holds-a-user-file")

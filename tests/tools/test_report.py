@@ -315,6 +315,17 @@ def test_a_samples_file_cut_short_is_named_and_its_counts_are_not_shown(one_run_
     assert f"Samples of pdd_wikimia_32: the samples file {samples} is incomplete: it holds 12 texts" in stdout
 
 
+def test_a_samples_file_with_more_texts_than_its_results_is_not_called_incomplete(one_run_copy, capsys):
+    """Before: a stale samples file of 36 texts beside results counting 24 was called "incomplete"."""
+    out, samples = one_run_copy
+    lines = samples.read_text().splitlines(keepends=True)
+    samples.write_text("".join(lines + lines[:12]))
+    returncode, stdout, _ = cli(capsys, "table", str(out))
+    assert returncode == 0
+    assert f"the samples file {samples} holds more texts than the run scored" in stdout
+    assert "incomplete" not in stdout and "a samples file of this run" in stdout
+
+
 @pytest.mark.parametrize("command", ["report", "table"])
 def test_a_samples_file_cut_mid_line_gets_a_message_naming_file_line_and_fix(one_run_copy, tmp_path, capsys, command):
     out, samples = one_run_copy

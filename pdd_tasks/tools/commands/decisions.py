@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pdd_tasks.tools.results.decisions import decide_run, run_of
+    from pdd_tasks.tools.results.decisions import decide_newest
 
     def write_records(path: Path) -> None:
         with open(path, "w", encoding="utf-8") as handle:
@@ -63,8 +63,7 @@ def run(args: argparse.Namespace) -> int:
     results = Path(args.results)
     inputs = [results, *(sorted(results.rglob("*.json*")) if results.is_dir() else [])]
     try:
-        results_file = run_of(args.results, args.task)
-        summary, records, rate = decide_run(results_file, args.task)
+        results_file, (summary, records, rate) = decide_newest(args.results, args.task)
         output = args.output or results_file.parent / f"decisions_{args.task}.jsonl"
         write_file(output, write_records, force=args.force, inputs=inputs)
     except (FileNotFoundError, ValueError, OutputNotWritten) as exc:

@@ -117,7 +117,101 @@ REPORT_FILES = ("report.html", "report.md", "leaderboard.csv", "leaderboard.json
 
 
 class ReportExists(ResultsError):
-    """The output folder already holds a report and --force was not given."""
+    """The output folder already holds a report and --force was not given, or holds a file of a report's
+    name that no report wrote (its mark: :func:`carries_report_mark`), which --force does not replace."""
+
+
+#: The first line of ``report.md`` and the title of ``report.html``: part of the report's mark.
+REPORT_TITLE = "Pretraining-data detection report"
+
+
+def carries_report_mark(path: Path) -> bool:
+    """Whether ``path`` (a file of a report's name in ``--out``) reads as this command wrote it: the report's
+    title in ``report.md`` / ``report.html``, a leaderboard's columns in ``leaderboard.csv`` /
+    ``contamination.csv`` (their first three), a list of leaderboard rows in ``leaderboard.json``, the board's
+    keys in ``contamination.json``. ``--force`` replaces only such files: a user's own ``leaderboard.csv``
+    is kept."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    first = text.split("\n", 1)[0].strip()
+    if path.name == "report.md":
+        return first == f"# {REPORT_TITLE}"
+    if path.name == "report.html":
+        return f"<title>{REPORT_TITLE}</title>" in text[:2000]
+    if path.name in ("leaderboard.csv", "contamination.csv"):
+        return first.startswith("model,run,task," if path.name == "leaderboard.csv" else "model,benchmark,")
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return False
+    if path.name == "leaderboard.json":
+        return isinstance(document, list) and all(isinstance(row, dict) and "method" in row for row in document)
+    if path.name == "contamination.json":
+        return isinstance(document, dict) and {"models", "benchmarks", "matrix", "rows"} <= set(document)
+    return False
+
+
+#: The staging folders of :func:`staged_report` (a glob: in ``--out``, and beside a new ``--out`` named DIR).
+STAGING_INSIDE, STAGING_BESIDE = ".report-new-*", ".{name}-new-*"
+
+
+def _in_use(folder: Path) -> bool | None:
+    """Whether a report running now holds ``folder`` (its lock: :func:`_lock`); None where locks are not
+    available here."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    try:
+        handle = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return True  # gone or unreadable: not ours to remove
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(handle)  # closing releases the lock
+    return False
+
+
+def _lock(folder: Path) -> int | None:
+    """Hold ``folder`` (a staging folder) locked while the report is written: a report killed midway
+    releases the lock with its process, so a later run knows the folder is a leftover. Returns the handle
+    to close, or None where locks are not available."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    handle = os.open(folder, os.O_RDONLY)
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    return handle
+
+
+def remove_leftover_staging(out: Path) -> None:
+    """Remove the staging folders an interrupted report (killed, out of power) left in or beside ``out``:
+    only folders of :func:`staged_report`'s own names (:data:`STAGING_INSIDE`, :data:`STAGING_BESIDE`), and
+    only those no running report holds; each is named on stderr. Where the lock cannot be read (no
+    ``fcntl``) the folders are named, not removed."""
+    found = [*out.glob(STAGING_INSIDE)] if out.is_dir() else []
+    if out.parent.is_dir():
+        found += out.parent.glob(STAGING_BESIDE.format(name=glob_escape(out.name)))
+    for folder in sorted(path for path in found if path.is_dir() and not path.is_symlink()):
+        in_use = _in_use(folder)
+        if in_use is None:
+            print(
+                f"warning: {folder} is the staging folder of a report that did not finish; remove it.", file=sys.stderr
+            )
+        elif not in_use:
+            shutil.rmtree(folder, ignore_errors=True)
+            print(f"note: removed {folder}, the staging folder of a report that did not finish.", file=sys.stderr)
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with the glob characters ``*?[`` taken literally."""
+    return re.sub(r"([*?\[])", r"[\1]", name)
 
 
 # -- what one (run, task) shows ---------------------------------------------------------------------
@@ -608,6 +702,13 @@ def write_report(paths: list[Path], out: Path, force: bool = False) -> list[Path
                 f"{out} already holds a report ({', '.join(p.name for p in existing)}); pass --force to overwrite its "
                 "files, or choose another --out folder."
             )
+        foreign = [path for path in existing if not carries_report_mark(path)]
+        if foreign:
+            raise ReportExists(
+                f"{out} holds {', '.join(p.name for p in foreign)}, of a report file's name but not written by "
+                "lm-eval-pdd report (not its content), which --force does not replace. Move "
+                f"{'it' if len(foreign) == 1 else 'them'} out of the folder, or choose another --out folder."
+            )
         contamination = contamination_board(runs)
         with staged_report(out) as staging:
             written = _write_documents(runs, reports, skipped, checks, contamination, staging)
@@ -625,8 +726,8 @@ def _write_documents(runs, reports, skipped, checks, contamination: Contaminatio
     """Write the report's files into ``out`` (the staging folder); returns them, the documents last."""
     written: list[Path] = []
 
-    md = ["# Pretraining-data detection report", ""]
-    body = ["<h1>Pretraining-data detection report</h1>"]
+    md = [f"# {REPORT_TITLE}", ""]
+    body = [f"<h1>{REPORT_TITLE}</h1>"]
     runs_line = f"{len(runs)} run(s): " + ", ".join(f"{shown(run.model)} ({run.file})" for run in runs)
     md += [runs_line, ""]
     body.append(f"<p>{html.escape(runs_line)}</p>")
@@ -776,7 +877,7 @@ def _write_documents(runs, reports, skipped, checks, contamination: Contaminatio
     (out / "leaderboard.json").write_text(json.dumps(board, indent=1) + "\n")
     (out / "report.md").write_text("\n".join(md))
     page = (
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Pretraining-data detection report</title>"
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{REPORT_TITLE}</title>"
         f"<style>{_CSS}</style></head><body>" + "\n".join(body) + "</body></html>\n"
     )
     (out / "report.html").write_text(page)
@@ -792,15 +893,21 @@ def staged_report(out: Path) -> Iterator[Path]:
     last, each rename whole: a reader never finds half a file, and a failure leaves no new file. An
     ``OSError`` (read-only folder or mount, full disk) is an
     :class:`~pdd_tasks.tools.outputs.OutputNotWritten` naming ``out`` and the cause; the staging folder
-    is removed.
+    is removed. The staging folder is locked while in use; those a killed report left are removed first
+    (:func:`remove_leftover_staging`).
     """
     refuse_path_through_a_file(out, "--out")
+    lock = None
     try:
+        remove_leftover_staging(out)
         if out.is_dir():
-            staging = Path(tempfile.mkdtemp(prefix=".report-new-", dir=out))
+            staging = Path(tempfile.mkdtemp(prefix=STAGING_INSIDE.removesuffix("*"), dir=out))
         else:
             out.parent.mkdir(parents=True, exist_ok=True)
-            staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-new-", dir=out.parent))
+            staging = Path(
+                tempfile.mkdtemp(prefix=STAGING_BESIDE.format(name=out.name).removesuffix("*"), dir=out.parent)
+            )
+        lock = _lock(staging)
         make_shareable(staging)
     except OSError as error:
         raise not_written(out, error, "--out") from None
@@ -819,3 +926,6 @@ def staged_report(out: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    finally:
+        if lock is not None:
+            os.close(lock)

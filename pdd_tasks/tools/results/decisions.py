@@ -50,11 +50,20 @@ def _samples_file(results_file: Path, task: str) -> Path:
     return file
 
 
+class NotUnlabelled(ValueError):
+    """The run decided on is a labelled one (its samples hold no suspect/reference roles)."""
+
+
+def runs_of(output_path: Path, task: str) -> list[Path]:
+    """The results files of the runs of ``task`` under ``output_path``, oldest first."""
+    return [file for file in results_files(Path(output_path)) if task in read_results(file)["results"]]
+
+
 def run_of(output_path: Path, task: str) -> Path:
     """The results file of the newest run of ``task`` under ``output_path`` (a folder may hold runs of other
     tasks and models, or a results file itself); a folder with several runs of ``task`` is said on stderr."""
     files = results_files(Path(output_path))
-    with_task = [file for file in files if task in read_results(file)["results"]]
+    with_task = runs_of(output_path, task)
     if not with_task:
         listed = ", ".join(f"{file} ({', '.join(read_results(file)['results']) or 'no task'})" for file in files[:5])
         raise ValueError(
@@ -88,6 +97,24 @@ def decide(output_path: Path, task: str = "pdd_custom") -> tuple[list[MethodDeci
     return decide_run(run_of(output_path, task), task)
 
 
+def decide_newest(output_path: Path, task: str = "pdd_custom") -> tuple[Path, tuple]:
+    """``(results file, decide_run's result)`` of the newest run of ``task`` under ``output_path``; where that
+    run is labelled and the folder holds other runs of ``task``, the refusal names them (one of them may be
+    the unlabelled run meant)."""
+    results_file = run_of(output_path, task)
+    try:
+        return results_file, decide_run(results_file, task)
+    except NotUnlabelled as error:
+        others = [file for file in runs_of(output_path, task) if file != results_file]
+        if not others:
+            raise
+        raise NotUnlabelled(
+            f"{error} {output_path} also holds {len(others)} other run(s) of {task}: "
+            f"{', '.join(map(str, others[-5:]))}; pass the unlabelled run's results_*.json: "
+            f"lm-eval-pdd decisions {others[-1]}."
+        ) from None
+
+
 def decide_run(results_file: Path, task: str = "pdd_custom") -> tuple[list[MethodDecision], list[dict], float]:
     """:func:`decide` on the run of ``results_file``."""
     results, _ = read_checked_results(results_file)
@@ -102,7 +129,7 @@ def decide_run(results_file: Path, task: str = "pdd_custom") -> tuple[list[Metho
     samples_file = _samples_file(results_file, task)
     samples = read_jsonl(samples_file)
     if not samples or "role" not in samples[0]["doc"]:
-        raise ValueError(f"{task} in {results_file} was not an unlabelled run (no suspect/reference roles).")
+        raise NotUnlabelled(f"{task} in {results_file} was not an unlabelled run (no suspect/reference roles).")
     methods = [key.removesuffix("_flagged") for key in samples[0] if key.endswith("_flagged")]
     if not methods:
         raise ValueError(

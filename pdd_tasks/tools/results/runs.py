@@ -45,9 +45,14 @@ def results_files(path: Path) -> list[Path]:
         raise ResultsError(f"{path} does not exist. {_FIX}")
     if path.is_file():
         return [path]
-    files = sorted(path.rglob("results_*.json"), key=lambda p: (p.name, str(p)))
+    found = sorted(path.rglob("results_*.json"), key=lambda p: (p.name, str(p)))
+    files = [file for file in found if file.is_file()]  # a folder of that name is no results file
     if not files:
-        raise ResultsError(f"{path} is not an lm_eval output folder: no results_*.json below it. {_FIX}")
+        folders = [str(folder) for folder in [path, *found] if folder.is_dir() and folder.match("results_*.json")]
+        named = f" ({', '.join(folders[:3])} {'is a folder' if len(folders) == 1 else 'are folders'}, not a file)"
+        raise ResultsError(
+            f"{path} is not an lm_eval output folder: no results_*.json file below it{named if folders else ''}. {_FIX}"
+        )
     return files
 
 
@@ -237,13 +242,22 @@ class Run:
             f" ({sum(labels)} members, {len(labels) - sum(labels)} non-members)" if labels is not None else ""
         )
         if total is not None and len(samples) != total:
+            what, fix = (
+                ("is incomplete", "a complete samples file")
+                if len(samples) < total
+                else (
+                    "holds more texts than the run scored (a samples file of another run of this task, left from "
+                    "an earlier run into the same folder?)",
+                    "a samples file of this run",
+                )
+            )
             return Counts(
                 total,
                 problem=(
-                    f"the samples file {file} is incomplete: it holds {held}, but the results JSON {self.file.name} "
+                    f"the samples file {file} {what}: it holds {held}, but the results JSON {self.file.name} "
                     f"counts {total} texts scored, and its AUCs and TPRs are computed from all {total}. Member "
                     "and non-member counts, plots and the FPR-budget marks (†) are left out for this task; re-run "
-                    "lm_eval with --log_samples for a complete samples file."
+                    f"lm_eval with --log_samples for {fix}."
                 ),
             )
         if labels is None:
