@@ -149,6 +149,7 @@ print(json.dumps({
         "stderr-for-metric",
         "samples-after-aggregation",
         "run-tasks-to-contamination",
+        "output-save-failures",
     ]
     # vllm-worker-prompt-stats is applied in vLLM's worker process only (VllmWorkerExtension; tested on
     # the real engine in test_vllm_engine.py): nothing of it in this process

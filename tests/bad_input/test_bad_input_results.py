@@ -501,8 +501,9 @@ def test_lm_eval_output_path_on_a_read_only_disk_exits_1_with_one_line(tiny_mode
 
 def test_lm_eval_samples_on_a_full_disk_exits_1_naming_the_cut_file(tiny_model, tiny_table, tmp_path):
     """Before: exit status 0 with a WARNING and a cut samples file. The results JSON (small) fits, the
-    samples do not: the disk is filled up to 24 KiB before the run."""
-    fill = 'head -c $(( $(df --output=avail -B1 "$MNT" | tail -1) - 24576 )) /dev/zero > "$MNT/filler" 2>/dev/null; '
+    samples do not: the disk is filled up to 64 KiB before the run (measured on this run: the results JSON
+    25 KiB, a little more with a longer model path; the samples file 100 KiB)."""
+    fill = 'head -c $(( $(df --output=avail -B1 "$MNT" | tail -1) - 65536 )) /dev/zero > "$MNT/filler" 2>/dev/null; '
     process = _lm_eval_into_mount(tiny_model, tiny_table, "size=1m", tmp_path, before=fill)
     assert "rc=1" in process.stdout, process.stdout[-2000:] + process.stderr[-3000:]
     assert_refused_text(
