@@ -209,8 +209,14 @@ def codec_documents(examples: list[str], settings, source: str, model=None) -> t
         examples = [example for index, example in enumerate(examples) if index not in left_out]
     n = settings.context_examples
     if len(examples) < n + 1:
+        why = (
+            f" (of {given}: {len(long_ones)} longer than the model's context window of {model.window} tokens left "
+            f"out; lower max_chars, now {settings.max_chars}, to score a cut of them)"
+            if long_ones
+            else ""
+        )
         raise CodecError(
-            f"pdd_codec ({source}): {len(examples)} example(s) are too few for {n} in-context "
+            f"pdd_codec ({source}): {len(examples)} example(s){why} are too few for {n} in-context "
             f"example(s) each: CoDeC needs at least {n + 1} (and, per the paper, about 100 for a stable score). "
             f"Give more examples, or fewer in-context ones (--metadata '{{\"context_examples\": 1}}')."
         )

@@ -67,10 +67,20 @@ def examples_from_file(path: str, text_field: str = "text", template: str | None
     return [render(row) for row in rows]
 
 
+def has_gold_target(task) -> bool:
+    """Whether the task's documents carry a gold answer: not so for a ``generate_until`` task whose
+    ``doc_to_target`` is a constant number (IFEval's ``0``: its eval checks the generation against the
+    prompt's instructions, there is no answer to append)."""
+    return not (task.OUTPUT_TYPE == "generate_until" and isinstance(task.config.doc_to_target, int))
+
+
 def render_task_doc(task, doc: dict) -> str:
     """A document of an lm-eval task as the model reads it there, with its gold answer:
-    ``doc_to_text`` + ``target_delimiter`` + gold target (the gold choice for multiple-choice)."""
+    ``doc_to_text`` + ``target_delimiter`` + gold target (the gold choice for multiple-choice); the
+    prompt alone where the task has no gold answer (:func:`has_gold_target`) or the target is empty."""
     text = task.doc_to_text(doc)
+    if not has_gold_target(task):
+        return str(text)
     target = task.doc_to_target(doc)
     choices = task.doc_to_choice(doc) if task.OUTPUT_TYPE == "multiple_choice" else None
     if isinstance(text, int) and choices is not None:  # multiple_input tasks: the text is a choice
@@ -79,6 +89,8 @@ def render_task_doc(task, doc: dict) -> str:
         target = target[0] if target else ""
     if isinstance(target, int) and choices is not None:
         target = choices[target]
+    if target is None or target == "":
+        return str(text)
     return f"{text}{task.config.target_delimiter}{target}"
 
 
