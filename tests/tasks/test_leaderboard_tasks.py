@@ -81,7 +81,7 @@ def test_where_a_test_does_not_fit_the_window_the_reason_is_recorded(tiny_model,
     GSM8K's shards of three worked answers do not fit either. Built without a model run."""
     from lm_eval.tasks._yaml_loader import load_yaml
 
-    from pdd_tasks.tasks.dataset_test import ContaminationTask
+    from pdd_tasks.tasks.dataset_level import ContaminationTask
 
     config = load_yaml(REPO / "task_configs" / "contamination" / "pdd_contamination.yaml", resolve_func=True)
     metadata = {"source_tasks": ["truthfulqa_mc2", "gsm8k"], "source_include_path": str(tasks_dir), "pretrained": str(tiny_model), **SMALL}  # fmt: skip
