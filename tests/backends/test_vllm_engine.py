@@ -42,7 +42,7 @@ from support.harness import (
 from support.standard_tasks import STOCK_TASK
 from support.vllm import exit_steps
 
-from pdd_tasks.lm_eval_patches import VLLM_WORKER_EXTENSION
+from pdd_tasks.lm_eval_patches import VLLM_WORKER_EXTENSION, VllmWorkerExtension
 from pdd_tasks.registry import DEFAULT_METHODS
 
 
@@ -322,7 +322,10 @@ def test_exact_mode_is_recorded(vllm_exact):
     # vLLM's own log: the extension added to the worker; the capture raises where the worker, asked to
     # compute the values, sends the full log-probs (so the record above says every answer came so)
     vllm_log = (vllm_exact.parent / "lm_eval.stdout").read_text() + stderr
-    assert f"Injected <class '{VLLM_WORKER_EXTENSION}'>" in vllm_log
+    # (named by its path in the package, pdd_tasks.lm_eval_patches.VllmWorkerExtension; vLLM prints the
+    # class's own module, pdd_tasks.lm_eval_patches.vllm)
+    extension = VllmWorkerExtension
+    assert f"Injected <class '{extension.__module__}.{extension.__qualname__}'>" in vllm_log
 
 
 #: vLLM's own LogprobsProcessor (no engine): the patch keeps the marked exact requests' chunks as
