@@ -19,6 +19,32 @@ from pdd_tasks.loading.files import read_json, read_jsonl
 from pdd_tasks.registry import DEFAULT_METHODS
 
 
+#: The repository: a recorded command names a path inside it relative to it.
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shown_path(arg: str) -> str:
+    """A command's argument as a results file records it: an absolute path relative to the repository
+    where it lies inside it, else by its last part (``/tmp/power/mc.json`` -> ``mc.json``): a recorded
+    command holds no folder that exists only on the machine that ran it. Any other argument as it is."""
+    if not os.path.isabs(arg):
+        return arg
+    path = Path(arg)
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else path.name
+
+
+def recorded_command(script: str, argv: list[str], leave_out: tuple[str, ...] = ()) -> str:
+    """``python benchmarks/<script> ARGS`` as a results file records it: the options of ``leave_out``
+    dropped with their values (every argument up to the next option), each path :func:`shown_path`."""
+    shown, skip = [], False
+    for arg in argv:
+        if arg.startswith("--"):
+            skip = arg in leave_out
+        if not skip:
+            shown.append(shown_path(arg))
+    return " ".join(["python", f"benchmarks/{script}", *shown])
+
+
 def cpu_name() -> str:
     """The processor's model name from /proc/cpuinfo, else what ``platform`` knows."""
     try:

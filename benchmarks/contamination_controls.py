@@ -90,7 +90,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-from _common import add_json_option, machine, refuse_existing_json
+from _common import add_json_option, machine, recorded_command, refuse_existing_json
 from ptdi_fdr import measure
 
 
@@ -122,6 +122,10 @@ SHAPES = {
 SHARED_DATA = REPO.parent / "shared" / "data"
 _PUNCTUATION = ".,;:()[]'\"!?"
 _CLOZE_WORD = re.compile(r"[A-Za-z]{5,}")
+
+
+#: This script, as a recorded command names it.
+SCRIPT = "contamination_controls.py"
 
 
 def unseen_texts(folder: Path) -> list[str]:
@@ -615,18 +619,13 @@ def exposure_controls(harness: Harness, base, shape: str, make, args) -> dict:
             run["tuned"][str(epochs)] = tested
             print(shape, args.exposure, tuning_seed, "tuned", epochs, tested, file=sys.stderr, flush=True)
         runs.append(run)
-    command = " ".join(["python", "benchmarks/contamination_controls.py", *_without_workdir(sys.argv[1:])])
+    command = recorded_command(SCRIPT, sys.argv[1:], leave_out=("--workdir",))
     return {"exposure": args.exposure, "command": command, "runs": runs}
 
 
 def _rate(results: list[dict], key: str) -> float | None:
     """The share of ``results`` whose ``key`` p-value is at most alpha (None: none)."""
     return sum(r[key] <= ALPHA for r in results) / len(results) if results else None
-
-
-def _without_workdir(argv: list[str]) -> list[str]:
-    """``argv`` less ``--workdir`` and its value."""
-    return [arg for i, arg in enumerate(argv) if arg != "--workdir" and (i == 0 or argv[i - 1] != "--workdir")]
 
 
 def exposure_summary(found: dict, args, seconds: float, load: list) -> dict:
@@ -663,7 +662,7 @@ def exposure_summary(found: dict, args, seconds: float, load: list) -> dict:
         }
     return {
         "what": "the contamination tests on benchmark-shaped files seen as one exposure (issue 33)",
-        "command": " ".join(["python", "benchmarks/contamination_controls.py", *_without_workdir(sys.argv[1:])]),
+        "command": recorded_command(SCRIPT, sys.argv[1:], leave_out=("--workdir",)),
         "model": model_label(args),
         "sizes": {
             "examples": args.examples,
@@ -775,15 +774,7 @@ def exposure_markdown(summary_: dict) -> str:
 def command_line() -> str:
     """This run's command, less ``--workdir`` and ``--shapes`` (a run of some shapes adds them to the
     files of the others: the command that reproduces the whole file names neither)."""
-    argv, shown, skip = sys.argv[1:], [], False
-    for arg in argv:
-        if skip and arg.startswith("--"):
-            skip = False
-        if arg in ("--workdir", "--shapes"):
-            skip = True
-        if not skip:
-            shown.append(arg)
-    return " ".join(["python", "benchmarks/contamination_controls.py", *shown])
+    return recorded_command(SCRIPT, sys.argv[1:], leave_out=("--workdir", "--shapes"))
 
 
 def merged(earlier: dict, current: dict, both_diverse: bool = False) -> dict:

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import add_json_option, lm_eval_run, machine, refuse_existing_json
+from _common import add_json_option, lm_eval_run, machine, recorded_command, refuse_existing_json
 
 from pdd_metrics.exchangeability import sharded_comparison_test
 from pdd_tasks.loading.benchmark_data import PACKAGED_DATA
@@ -131,7 +131,7 @@ def main() -> int:
         print(f"file {seed}: {files[-1]}", file=sys.stderr)
     found = {
         "what": "the exchangeability test's level on untouched files, by resampling scored orders (issue 33)",
-        "command": "python benchmarks/exchangeability_level.py " + " ".join(sys.argv[1:]),
+        "command": recorded_command("exchangeability_level.py", sys.argv[1:]),
         "model": str(args.model),
         "machine": machine(),
         "sizes": {"files": args.files, "examples": args.examples, "shards": args.shards, "orders": args.orders},

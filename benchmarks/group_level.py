@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import add_json_option, refuse_existing_json
+from _common import add_json_option, recorded_command, refuse_existing_json
 from scipy.stats import cauchy, norm
 
 from pdd_metrics.combine import fisher_combined_pvalue, pooled_drops
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(group))
     result = {
         "what": "level and power of the group-level tests (pdd_metrics.combine), simulated (issue 42 item 2)",
-        "command": "python benchmarks/group_level.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": recorded_command("group_level.py", sys.argv[1:] if argv is None else argv),
         "simulated": not args.controls_only,
         "measured_groups": measured,
         "replicates": args.replicates,

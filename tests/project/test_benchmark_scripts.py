@@ -561,3 +561,18 @@ def test_vllm_exit_loop_counts_one_bare_run(tiny_model, tmp_path):
     # the exit the patch makes (docs/backends.md, "An abort at exit"), read from the run's log
     assert run["exit_steps"] == ["client shutdown", "engine processes stopped"], run
     assert "the monitor thread took over the exit in 0" in process.stdout
+
+
+def test_a_recorded_command_holds_no_folder_of_the_machine_that_ran_it(monkeypatch):
+    # results files and the package's contamination_controls.json record their commands through it
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from _common import recorded_command
+
+    argv = ["--words", "20", "--json", "/tmp/power2/mc.json", "--workdir", "/tmp/xl", "--shapes", "a", "b"]
+    argv += ["--package-data", str(REPO / "pdd_tasks" / "data" / "contamination_controls.json")]
+    assert recorded_command("contamination_controls.py", argv, leave_out=("--workdir", "--shapes")) == (
+        "python benchmarks/contamination_controls.py --words 20 --json mc.json "
+        "--package-data pdd_tasks/data/contamination_controls.json"
+    )
+    shipped = json.dumps(json.loads((REPO / "pdd_tasks" / "data" / "contamination_controls.json").read_text()))
+    assert "/tmp/" not in shipped and str(REPO.parent) not in shipped
