@@ -131,7 +131,7 @@ class Reading:
         shown: ``shown(values, reference)`` -> its decisive number in a few words ("0.994 [0.987,
             0.997] of 1000"), for a verdict line, a table cell and the board.
         evidence_anchor: the docs page and anchor of its measured level and power, cited by every
-            verdict line it decides ("dataset-tests.md#codec-null").
+            verdict line it decides ("controls.md#codec-null").
         advice: ``advice(values, reference)`` -> what would decide a task whose verdict is
             "inconclusive" by this test's weaker null (a reference, more examples); "" for a test without one.
         group: ``group(readings)`` -> a group's ``(values, reference)`` from its leaves' ``(values,
@@ -157,7 +157,7 @@ class Reading:
 MIN_GROUP_LEAVES = 2
 
 #: The docs anchor of the measured level and power of the group-level tests, cited by a group's verdict line.
-GROUP_EVIDENCE_ANCHOR = "dataset-tests.md#group-verdict"
+GROUP_EVIDENCE_ANCHOR = "controls.md#group-verdict"
 
 
 @dataclass(frozen=True)
@@ -198,7 +198,7 @@ class DatasetTest:
             ``reference_<metric>`` (:func:`pdd_tasks.results_schema.reference_metric`).
         contamination_defaults: defaults of its settings inside ``pdd_contamination`` where they
             differ from its own task's: the check beside an eval should cost about the eval (issue 33;
-            docs/dataset-tests.md, "What a check costs"); a block's own value wins.
+            docs/performance.md, "What a check costs"); a block's own value wins.
     """
 
     name: str

@@ -297,7 +297,7 @@ READING = Reading(
     result_keys=("exchangeability_pvalue", "exchangeability_shards"),
     evidence=lambda values, reference: Evidence(float(values["exchangeability_pvalue"])),
     shown=exchangeability_shown,
-    evidence_anchor="dataset-tests.md#exchangeability-power",
+    evidence_anchor="controls.md#exchangeability-power",
     group=exchangeability_group,
 )
 
@@ -319,7 +319,7 @@ EXCHANGEABILITY = register(
         reading=READING,
         # beside an eval, 1 permutation a shard: the check then costs about the eval (its cost is
         # (permutations + 1) passes over the file, whatever the shards), and the t-test holds its level
-        # there (docs/dataset-tests.md, "What a check costs")
+        # there (docs/performance.md, "What a check costs")
         contamination_defaults={"permutations": 1},
     )
 )

@@ -121,7 +121,7 @@ def dataset_tests_section(tests=None) -> list[str]:
         'they go in the test\'s block (`--metadata \'{"codec": {"max_examples": 200}}\'`), where any other key is',
         "refused. Its own keys: `source_tasks` (the lm-eval tasks, groups or tags to check, each group or tag",
         "expanded to its leaf tasks; default: every other task of the run), `source_include_path`, `tests`,",
-        "`references` ([`pdd_contamination`](dataset-tests.md#pdd_contamination-both-tests-on-each-standard-task-of-a-run)).",
+        "`references` ([`pdd_contamination`](contamination.md#pdd_contamination-both-tests-on-each-standard-task-of-a-run)).",
         "Every test refuses settings that would send more than `max_requests` requests for one source, before",
         "anything is built.",
         "",

@@ -1,7 +1,7 @@
 """The contamination verdict (pdd_metrics.verdict) and how ``lm-eval-pdd table`` words it, on
 hand-made pdd_contamination results (the real lm_eval run: tests/tasks/test_contamination_task.py).
 
-The cases marked "measured" are the numbers of the exposure controls (docs/dataset-tests.md,
+The cases marked "measured" are the numbers of the exposure controls (docs/controls.md,
 "Controls"; ``benchmarks/contamination_controls.py --exposure examples``): the default model tuned on
 ARC-shaped files of 48 examples, each example its own sequence."""
 
@@ -167,7 +167,7 @@ def test_measured_untouched_files_are_not_detected(drops, p_exchangeability):
 
 def test_the_measured_exchangeability_false_positive_is_called_contaminated():
     # an untouched GSM8K-shaped file (untuned model, 8 shards x 2 permutations) gave p = 0.0012: the
-    # verdict that fires on either test calls it "seen in its published order" (docs/dataset-tests.md)
+    # verdict that fires on either test calls it "seen in its published order" (docs/verdict.md)
     decision = decide((0, 48), 0.0012)
     assert decision.verdict == "contaminated" and detected(decision) == ["seen in its published order"]
 
@@ -201,9 +201,9 @@ def test_the_table_fires_on_either_test_names_what_it_detected_and_cites_the_evi
         f"arc_easy: contaminated: seen example by example (CoDeC 0.990 [{results['results']['pdd_contamination']['codec_score_ci95_low/arc_easy,none']:.3f}"
     )
     assert f"of 1000, Holm p {adjusted[0]:.2g})" in lines["arc_easy"]
-    assert lines["arc_easy"].endswith("[evidence: dataset-tests.md#codec-null]")
+    assert lines["arc_easy"].endswith("[evidence: controls.md#codec-null]")
     assert lines["gsm8k"].startswith("gsm8k: contaminated: seen in its published order (exchangeability p 0.0001")
-    assert lines["gsm8k"].endswith("[evidence: dataset-tests.md#exchangeability-power]")
+    assert lines["gsm8k"].endswith("[evidence: controls.md#exchangeability-power]")
     assert lines["mmlu"].startswith("mmlu: no verdict: exchangeability did not apply (")
     assert lines["hellaswag"].startswith("hellaswag: not detected: CoDeC 0.500")
     # short: no command, no path, no controls' paragraph (issue 42, item 4)
@@ -212,7 +212,7 @@ def test_the_table_fires_on_either_test_names_what_it_detected_and_cites_the_evi
     controls = contamination_controls()
     assert controls is not None, "pdd_tasks/data/contamination_controls.json is shipped with the package"
     assert f"measured with {controls['model']}" in checks.notes[-1]
-    assert "docs/dataset-tests.md#the-verdict" in checks.notes[-1]
+    assert "docs/verdict.md#the-verdict" in checks.notes[-1]
 
 
 def test_a_codec_score_like_unseen_data_of_its_kind_reads_inconclusive_and_says_what_would_decide_it():

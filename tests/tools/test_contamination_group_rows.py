@@ -51,7 +51,7 @@ def test_a_group_row_pools_its_leaves_and_joins_holm_s_family():
     assert verdict == "contaminated" and all(rows[leaf][8] != "contaminated" for leaf in GROUPS["bbh"])
     line = checks.verdicts[-1]
     assert line.startswith("bbh (group of 3): contaminated: seen in its published order (exchangeability Fisher p")
-    assert line.endswith("[evidence: dataset-tests.md#group-verdict]") and len(line) <= 200
+    assert line.endswith("[evidence: controls.md#group-verdict]") and len(line) <= 200
 
 
 def test_without_groups_the_table_is_as_before():

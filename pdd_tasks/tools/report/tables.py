@@ -372,7 +372,7 @@ VERDICT_RULE = (
     "contaminated: a test rejects; inconclusive: none does, but CoDeC's score is significantly above 1/2 and not "
     "above what unseen data of its kind scored in the controls (a reference of known-unseen examples decides it); not "
     "detected: none does and every test applied (no evidence of a clean benchmark); no verdict: none does and a test "
-    "did not apply. The rule, its measured level and power: docs/dataset-tests.md#the-verdict-either-test-each-for-its-own-kind-of-exposure."
+    "did not apply. The rule, its measured level and power: docs/verdict.md#the-verdict-either-test-each-for-its-own-kind-of-exposure."
 )
 
 
