@@ -9,7 +9,10 @@ from pathlib import Path
 from markdown.extensions.toc import slugify
 
 from pdd_tasks import registry
+from pdd_tasks.dataset_tests import DATASET_TESTS
+from pdd_tasks.dataset_tests.core import GROUP_EVIDENCE_ANCHOR
 from pdd_tasks.tools import docs_tables
+from pdd_tasks.tools.report.tables import GROUP_NOTE, VERDICT_RULE
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,3 +97,29 @@ def test_every_page_is_in_the_nav():
     pages = [p.name for p in (ROOT / "docs").glob("*.md")]
     assert "settings.md" in pages and "architecture.md" in pages
     assert [page for page in pages if f": {page}" not in nav] == []
+
+
+def _anchors(page: Path) -> set[str]:
+    """The ids MkDocs gives a page's headings: an attr_list ``{ #id }`` where the heading has one, else its slug
+    (headings inside code blocks are not headings)."""
+    ids, fence = set(), False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fence = not fence
+        heading = None if fence else re.match(r"^#{1,6} (.+?)\s*$", line)
+        if heading:
+            given = re.search(r"\{\s*#([\w-]+)\s*\}$", heading.group(1))
+            ids.add(given.group(1) if given else slugify(heading.group(1).replace("`", ""), "-"))
+    return ids
+
+
+def test_the_anchors_the_verdict_lines_and_notes_cite_exist():
+    """Each verdict line ends with its test's evidence anchor, a group's with the group tests', and the notes under
+    the table cite the rule: a section moved or renamed without its citation fails here (the strict docs build
+    does not see anchors written in code)."""
+    cited = [test.reading.evidence_anchor for test in DATASET_TESTS.values()] + [GROUP_EVIDENCE_ANCHOR]
+    cited += re.findall(r"docs/([\w-]+\.md#[\w-]+)", GROUP_NOTE + VERDICT_RULE)
+    assert "controls.md#codec-null" in cited and len(cited) >= 4
+    for anchor in cited:
+        page, section = anchor.split("#")
+        assert section in _anchors(ROOT / "docs" / page), f"{anchor} is cited by the verdict, but has no such section"
