@@ -73,7 +73,7 @@ Writes the JSON (every number, the sizes, the machine, the load), the package's 
 summary the verdict reads) and prints the Markdown table; a JSON file that holds other shapes keeps
 them (``--shapes`` runs some shapes, none with ``--shapes`` alone; ``--merge OTHER.json`` adds the
 shapes of another run's file; ``--table-from`` prints the table of a file). The measured table, its
-commands and sizes: docs/controls.md ("Each kind of exposure: what each test sees").
+commands and sizes: docs/controls-examples.md ("Each kind of exposure: what each test sees").
 """
 
 from __future__ import annotations
@@ -535,7 +535,7 @@ def markdown(found: dict) -> str:
 def _same_model_tuned_from(recorded: str, tuned_from, directory: Path) -> bool:
     """Whether a reused model's recorded base, ``recorded``, is ``tuned_from``: the same path, or, for a model
     tuned from an earlier one of the same workdir (the model of fewer epochs beside it), the same path
-    within the workdir, so that a workdir copied or moved elsewhere (docs/controls.md copies one) is still reused."""
+    within the workdir, so that a workdir copied or moved elsewhere (docs/controls-ordered.md copies one) is still reused."""
     tuned_from, recorded = Path(tuned_from), Path(recorded)
     if recorded == tuned_from:
         return True

@@ -1,4 +1,4 @@
-"""Positive and negative controls of ``pdd_exchangeability`` on this machine (the table in docs/controls.md).
+"""Positive and negative controls of ``pdd_exchangeability`` on this machine (the table in docs/controls-ordered-earlier.md).
 
 For each number of epochs, ``lm-eval-pdd make-ordered`` fine-tunes the base model (default: the
 default model, SmolLM2-135M-Instruct) on the first N examples of a file in their canonical order;

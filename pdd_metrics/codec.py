@@ -158,7 +158,7 @@ def codec_pvalue(drops: int, examples: int) -> float:
     (:mod:`pdd_metrics.verdict`): a score significantly above 1/2. Its assumptions are the
     binomial standard error's (:func:`codec_score_stderr`: independent indicators), plus one that
     can fail: an unseen benchmark scores at most 1/2. The paper's diverse unseen datasets reach about
-    0.6, where this test's level is above its nominal one; docs/controls.md gives the level
+    0.6, where this test's level is above its nominal one; docs/controls-examples.md gives the level
     measured on benchmark-shaped files.
 
     >>> codec_pvalue(10, 10) == 0.5**10, codec_pvalue(0, 10)

@@ -17,7 +17,7 @@ alone; the group's question, "was any of these seen?", is answered from the leav
   chi-squared with 2k degrees of freedom. Exact where the k p-values are independent and uniform
   under the null: the leaves are disjoint datasets, each scored with its own seeded permutations,
   and the exchangeability test's p-value was measured uniform at every setting up to the default
-  50 shards x 1 permutation (docs/controls.md, "The exchangeability test's level at few
+  50 shards x 1 permutation (docs/controls-examples.md, "The exchangeability test's level at few
   permutations": 0.047-0.057 at alpha 0.05). A p-value that is conservative (stochastically larger
   than uniform, as a discrete one is) keeps the combination at or below its level.
 

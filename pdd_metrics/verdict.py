@@ -1,7 +1,7 @@
 """The contamination verdict of a table of benchmarks from their dataset-level tests.
 
-Each test sees its own kind of exposure (issue 33; the measurements: docs/controls.md,
-"Controls"):
+Each test sees its own kind of exposure (issue 33; the measurements: docs/controls.md
+and the exposure pages it lists):
 
 - **CoDeC** (Zawalski et al., ICLR 2026) sees a benchmark **seen example by example** (each example
   its own training sequence, in random order, as the authors' notebook contaminates a model): context
@@ -20,7 +20,7 @@ names what was detected (each test's entry declares it).
 finds unseen data mostly below 0.5-0.6; a binomial test against 1/2 (the rule before issue 33) does
 not hold its level on data the model has seen *the kind of*. Measured with the default model
 (SmolLM2-135M-Instruct, float32), each example its own training sequence, 12 optimizer steps
-(``benchmarks/contamination_controls.py --exposure examples``; docs/controls.md, "Each kind of
+(``benchmarks/contamination_controls.py --exposure examples``; docs/controls-examples.md, "Each kind of
 exposure"), files of 48 rows built from real sentences, 3 tuning seeds per shape:
 
 - untouched files, the untuned model: ARC-shaped 0.000, 0.021, 0.021; GSM8K-shaped 0.000, 0.000,
@@ -32,7 +32,7 @@ exposure"), files of 48 rows built from real sentences, 3 tuning seeds per shape
 - besides, issue 33's templated ARC-shaped questions (not rerun here): 1.000 on the file, 0.896
   [0.778, 0.955] on 48 unseen ones;
 - at CoDeC's default of 1,000 examples (ARC-shaped rows from the Pile test sample's prose, 1 epoch =
-  250 steps; docs/controls.md, "At CoDeC's default of 1,000 examples"): untouched files 0.060,
+  250 steps; docs/controls-examples.md, "At CoDeC's default of 1,000 examples"): untouched files 0.060,
   0.061, 0.055; the files tuned on 0.988, 0.932, 0.994; unseen files of the shape 0.886, 0.803,
   0.936 [0.919, 0.950].
 
@@ -52,7 +52,7 @@ detected (0.988, 0.994), the third (0.932) read "inconclusive", and no unseen fi
 another model family, Gemma-3-270M (its tokenizer adds ``<bos>``), the same 12 steps on the ARC-shaped
 files gave 0.938-1.000 on the files tuned on and 0.875-0.896 [upper end 0.955] on unseen ones. A null
 measured on two small models, two shapes and a few exposure levels is a floor for larger models and
-heavier exposure, not a proof; docs/controls.md lists what was not measured.
+heavier exposure, not a proof; docs/controls-shuffled.md lists what was not measured.
 
 Where CoDeC's score is significantly above 1/2 (Holm over the table's CoDeC tests) but not above the
 calibrated null, the verdict is **"inconclusive"**: the model has seen this benchmark or data of

@@ -400,7 +400,7 @@ READING = Reading(
     result_keys=("codec_score", "codec_score_ci95_low", "codec_score_ci95_high", "codec_examples"),
     evidence=codec_reading_evidence,
     shown=codec_shown,
-    evidence_anchor="controls.md#codec-null",
+    evidence_anchor="controls-examples.md#codec-null",
     advice=codec_advice,
     group=codec_group,
 )

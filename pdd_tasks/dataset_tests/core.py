@@ -131,7 +131,7 @@ class Reading:
         shown: ``shown(values, reference)`` -> its decisive number in a few words ("0.994 [0.987,
             0.997] of 1000"), for a verdict line, a table cell and the board.
         evidence_anchor: the docs page and anchor of its measured level and power, cited by every
-            verdict line it decides ("controls.md#codec-null").
+            verdict line it decides ("controls-examples.md#codec-null").
         advice: ``advice(values, reference)`` -> what would decide a task whose verdict is
             "inconclusive" by this test's weaker null (a reference, more examples); "" for a test without one.
         group: ``group(readings)`` -> a group's ``(values, reference)`` from its leaves' ``(values,

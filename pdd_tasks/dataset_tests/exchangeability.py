@@ -297,7 +297,7 @@ READING = Reading(
     result_keys=("exchangeability_pvalue", "exchangeability_shards"),
     evidence=lambda values, reference: Evidence(float(values["exchangeability_pvalue"])),
     shown=exchangeability_shown,
-    evidence_anchor="controls.md#exchangeability-power",
+    evidence_anchor="controls-ordered.md#exchangeability-power",
     group=exchangeability_group,
 )
 

@@ -91,7 +91,7 @@ def test_the_untuned_model_is_not_called_contaminated(news_tasks, tmp_path):
         == "news_fresh_local"
     )
     table = print_method_table(tmp_path / "out")
-    # docs/controls.md quotes it: pytest -s tests/end_to_end/test_verdict_end_to_end.py
+    # docs/controls-examples.md quotes it: pytest -s tests/end_to_end/test_verdict_end_to_end.py
     print(f"\nuntuned model:\n{table}")
     assert "| not detected |" in verdict_row(table, "news_local"), table
     assert " vs reference " in table and "(vs reference)" in table

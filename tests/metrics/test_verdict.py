@@ -1,8 +1,8 @@
 """The contamination verdict (pdd_metrics.verdict) and how ``lm-eval-pdd table`` words it, on
 hand-made pdd_contamination results (the real lm_eval run: tests/tasks/test_contamination_task.py).
 
-The cases marked "measured" are the numbers of the exposure controls (docs/controls.md,
-"Controls"; ``benchmarks/contamination_controls.py --exposure examples``): the default model tuned on
+The cases marked "measured" are the numbers of the exposure controls (docs/controls-examples.md,
+"Each kind of exposure"; ``benchmarks/contamination_controls.py --exposure examples``): the default model tuned on
 ARC-shaped files of 48 examples, each example its own sequence."""
 
 from __future__ import annotations
@@ -201,9 +201,9 @@ def test_the_table_fires_on_either_test_names_what_it_detected_and_cites_the_evi
         f"arc_easy: contaminated: seen example by example (CoDeC 0.990 [{results['results']['pdd_contamination']['codec_score_ci95_low/arc_easy,none']:.3f}"
     )
     assert f"of 1000, Holm p {adjusted[0]:.2g})" in lines["arc_easy"]
-    assert lines["arc_easy"].endswith("[evidence: controls.md#codec-null]")
+    assert lines["arc_easy"].endswith("[evidence: controls-examples.md#codec-null]")
     assert lines["gsm8k"].startswith("gsm8k: contaminated: seen in its published order (exchangeability p 0.0001")
-    assert lines["gsm8k"].endswith("[evidence: controls.md#exchangeability-power]")
+    assert lines["gsm8k"].endswith("[evidence: controls-ordered.md#exchangeability-power]")
     assert lines["mmlu"].startswith("mmlu: no verdict: exchangeability did not apply (")
     assert lines["hellaswag"].startswith("hellaswag: not detected: CoDeC 0.500")
     # short: no command, no path, no controls' paragraph (issue 42, item 4)
