@@ -20,7 +20,7 @@ Prints a line per run (exit status, the signal if one killed it, whether the res
 first, whether "terminate called" is in its stderr, wall time, and, for ``bare`` and ``lm_eval``, the
 steps of vLLM's exit its log shows, in order: ``client`` for the client's shutdown in the main thread,
 ``engines`` for the engine processes' SIGTERM, ``monitor`` for the liveness monitor taking their end for
-a crash, the path that aborts: docs/backends.md, "An abort at exit") and the counts. ``--load K`` keeps K
+a crash, the path that aborts: docs/vllm-exit.md, "An abort at exit") and the counts. ``--load K`` keeps K
 busy-looping processes running meanwhile (the failing session ran beside other test runs on 2 cores);
 ``--parallel P`` runs P commands at a time. Each run gets ``PYTHONFAULTHANDLER=1`` and a core-size
 limit of 0 (``--cores``: unlimited, so that a core can be read with gdb); the stderr of every run

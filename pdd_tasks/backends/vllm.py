@@ -593,7 +593,7 @@ def _log_exact_form(form: str) -> None:
         logger.warning(
             "exact_mu_sigma: vLLM's prompt log-probs read from vLLM's own per-value lists (patch "
             "vllm-prompt-logprob-arrays not in effect in the process that ran vllm.LLM: another vLLM than "
-            "0.32, or data-parallel replicas): the same scores at several times the cost (docs/backends.md, "
+            "0.32, or data-parallel replicas): the same scores at several times the cost (docs/backends-evidence.md, "
             "'What exact mu/sigma costs on vLLM')"
         )
 

@@ -67,7 +67,7 @@ def keeping_prompt_logprob_arrays(stock):
     * ``_update_prompt_logprobs``: for such a container, each chunk's ``LogprobsTensors`` (token ids,
       log-probs, ranks) appended as arrays, where the stock method calls ``tolist()`` and appends every
       value to four Python lists (``FlatLogprobs.append_fast``: 4 x (|V| + 1) appends per prompt
-      token, about nine tenths of exact mode's extra cost: docs/backends.md, "Where the time goes").
+      token, about nine tenths of exact mode's extra cost: docs/backends-evidence.md, "What exact mu/sigma costs on vLLM").
       With no token strings asked for (``detokenize=False``) the stock method does nothing else.
 
     Every other request (another program's, top-k mode, lm-eval's own) gets the stock methods' result.
@@ -222,7 +222,7 @@ def _ask_worker(lm) -> bool:
         _warn(
             f"exact_mu_sigma: add worker_extension_cls={VLLM_WORKER_EXTENSION} to --model_args to have vLLM's "
             f"worker compute mu/sigma (patch vllm-worker-prompt-stats: 4 values per token instead of |V| + 1, "
-            f"about half exact mode's cost; docs/backends.md, 'What exact mu/sigma costs on vLLM'); the full "
+            f"about half exact mode's cost; docs/backends-evidence.md, 'What exact mu/sigma costs on vLLM'); the full "
             f"prompt log-probs are read instead"
         )
         return False

@@ -107,7 +107,7 @@ def vllm_version_problem(installed: str) -> str | None:
         f"vLLM {installed} is installed; patch vllm-prompt-logprob-arrays (pdd_tasks/lm_eval_patches/vllm.py), "
         f"which replaces part of vLLM {VLLM_VERSION}'s output processing (vllm/v1/engine/logprobs.py), is not "
         f"applied: exact_mu_sigma reads vLLM's own per-value lists instead, with the same scores at several "
-        f"times the cost (docs/backends.md, 'Where the time goes'). The top-k mode is not affected."
+        f"times the cost (docs/backends-evidence.md, 'What exact mu/sigma costs on vLLM'). The top-k mode is not affected."
     )
 
 

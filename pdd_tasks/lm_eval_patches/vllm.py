@@ -71,7 +71,7 @@ def _joining_client_threads(stock):
     ``poll``) and to close its sockets, and Python 3.11 ends a daemon thread that takes the GIL during
     finalisation with ``pthread_exit``, a forced unwind of its native stack, which ends in ``std::terminate``
     (the process aborts) where a ``noexcept`` C++ frame is on it ("terminate called without an active exception",
-    SIGABRT, after the results were written: docs/backends.md, "An abort at exit"). The replacement runs the
+    SIGABRT, after the results were written: docs/vllm-exit.md, "An abort at exit"). The replacement runs the
     stock cleanup, then waits (at most :data:`VLLM_THREAD_JOIN_SECONDS` each) for this client's threads of
     :data:`VLLM_CLIENT_THREADS` to end, so that none is running when the interpreter finalises. A thread is
     this client's when its target closes over this cleanup's object or its engine manager (the other
@@ -261,7 +261,7 @@ register(
             "shut down in the main thread before vLLM's finalizers stop its engine processes, and the client's output "
             "and liveness-monitor threads have ended before the interpreter finalises, instead of racing it as daemon "
             "threads (an intermittent SIGABRT at exit, 'terminate called without an active exception', after the "
-            "results were written: docs/backends.md)"
+            "results were written: docs/vllm-exit.md)"
         ),
         changes=(
             "vllm/v1/engine/core_client.py: BackgroundResources.__call__ (the client's cleanup, run at exit); and an "

@@ -500,7 +500,7 @@ def test_at_exit_the_engine_client_shuts_down_in_the_main_thread_first():
     """vllm-engine-exit at exit, on a stand-in of vLLM 0.32's client: the client shuts down in the main
     thread (its engine processes stopped, then its cleanup); with vLLM's own exit (stock) the engine
     processes' finalizer runs first and the monitor thread runs the client's cleanup from its own thread,
-    the path that aborted (docs/backends.md, "An abort at exit"). On vLLM's real engine:
+    the path that aborted (docs/vllm-exit.md, "An abort at exit"). On vLLM's real engine:
     tests/backends/test_vllm_engine.py (exit_steps)."""
 
     def steps(mode: str) -> list:

@@ -467,7 +467,7 @@ def test_the_worker_computes_marked_requests_only(tiny_model):
     assert result["mu"] <= 1e-5 and result["sigma"] <= 1e-5
     assert result["greedy"][0] == result["greedy"][1]
     assert result["topk_listed"] in ([5], [5, 6], [6])  # x_i once more where it is not among the top 5
-    # the exit of this process waits for the engine client's threads (docs/backends.md, "An abort at exit")
+    # the exit of this process waits for the engine client's threads (docs/vllm-exit.md, "An abort at exit")
     assert "vllm-engine-exit" in result["applied"]
     assert exit_steps(finished.stdout) == ["client shutdown", "engine processes stopped"], finished.stdout[-4000:]
 
@@ -483,7 +483,7 @@ def test_topk_mode_equals_hf_but_min_k_pp(vllm_topk, hf_exact):
     assert len(vllm) == LIMIT
     assert_equal_per_text(vllm, hf, [m for m in DEFAULT_METHODS if m not in ("min_k_pp", "gap_k")])
     # The estimate's error depends on the model: on this random-weight one the top 20 of 1,024 hold
-    # little of the mass (measured: max 2.3, mean -1.7; the default model's is in docs/backends.md).
+    # little of the mass (measured: max 2.3, mean -1.7; the default model's is in docs/backends-evidence.md).
     # Checked here: it is the estimate (not the exact value) and finite.
     diffs = [vllm[d]["min_k_pp"] - hf[d]["min_k_pp"] for d in hf]
     print(f"\nMin-K%++ top-20 minus exact: max {max(map(abs, diffs)):.3g}, mean {sum(diffs) / len(diffs):.3g}")
@@ -513,7 +513,7 @@ def test_long_texts_are_truncated_to_the_engine_context(vllm_topk, tiny_model, t
 
 def aborted_in_vllms_own_exit(finished: subprocess.CompletedProcess) -> bool:
     """Whether a process that never loaded the plugin ended in vLLM 0.32's own abort at exit
-    (docs/backends.md, "An abort at exit"): SIGABRT with C++'s "terminate called without an active
+    (docs/vllm-exit.md, "An abort at exit"): SIGABRT with C++'s "terminate called without an active
     exception", its log showing vLLM's own exit order (engine processes stopped before any client shutdown,
     which patch ``vllm-engine-exit`` would have put first) and no traceback."""
     steps = exit_steps(finished.stdout + finished.stderr)
@@ -540,7 +540,7 @@ def test_stock_task_answers_unchanged_beside_pdd_tasks(vllm_exact, vllm_topk, ti
     finished, _ = vllm_run(tiny_model, [STOCK], task_dir, tmp_path / "stock-alone", check=False)
     if finished.returncode != 0:
         assert aborted_in_vllms_own_exit(finished), f"{finished.stdout[-4000:]}\n{finished.stderr[-8000:]}"
-        print("the stock-alone process aborted in vLLM's own exit after writing its results (docs/backends.md)")
+        print("the stock-alone process aborted in vLLM's own exit after writing its results (docs/vllm-exit.md)")
     alone = tmp_path / "stock-alone" / "out"
     expected = stock_answers(alone)
     assert len(expected) == 12 * 3

@@ -537,7 +537,7 @@ def test_vllm_cost_times_each_capture(tiny_model, tiny_table):
 def test_vllm_repeat_two_runs_agree_with_each_other_and_with_hf(tmp_path):
     """The default model (a model where a drift shows: issue 34 measured Min-K% moving by 2.6e-4 against HF
     in one run), 8 texts, two vLLM runs: bit-identical, and within 5e-5 of HF (measured: 2.4e-05 at most
-    over 40 texts, docs/backends.md "Repeated runs")."""
+    over 40 texts, docs/backends-evidence.md "Repeated runs")."""
     vllm_venv_or_skip()
     out = tmp_path / "repeat.json"
     process = run_here("vllm_repeat.py", "--texts", "8", "--settings", "default", "default", "--json", out)
@@ -558,7 +558,7 @@ def test_vllm_exit_loop_counts_one_bare_run(tiny_model, tmp_path):
     assert "bare, load 0, parallel 1: 1 runs, " in process.stdout
     (run,) = json.loads(out.read_text())["runs"]  # whether this run died at exit is what the script counts
     assert run["results_written"] and run["engine_exit_patch"], run
-    # the exit the patch makes (docs/backends.md, "An abort at exit"), read from the run's log
+    # the exit the patch makes (docs/vllm-exit.md, "An abort at exit"), read from the run's log
     assert run["exit_steps"] == ["client shutdown", "engine processes stopped"], run
     assert "the monitor thread took over the exit in 0" in process.stdout
 
