@@ -58,7 +58,7 @@ def approximate_mu_sigma(
     that can be large when k = 1); put the whole tail on a single token (the minimum-entropy
     completion, the other extreme); extrapolate a Zipf-like decay of the reported log-probs (more
     assumptions, and unstable for k = 1). The error of this choice against the exact values is
-    measured by ``benchmarks/topk_approximation.py`` (docs/results.md, "The top-k estimate's error, measured").
+    measured by ``benchmarks/topk_approximation.py`` (docs/fidelity.md, "The top-k estimate's error, measured").
 
     **Is x_i among the top k?** Servers report the actual token by its log-prob (the token strings
     of OpenAI-compatible servers are not reliable ids), so this is decided by value: x_i counts as
