@@ -50,11 +50,14 @@ tuned on the file as ``--exposure`` says (:func:`pdd_tasks.tools.builders.ordere
 example its own training text, or blocks of 8 in the file's or a random order; ``--train-batch``
 training texts a step, the models of ``--epochs`` in one sequence as above) on the file and on
 ``--unseen-files`` other files of the same shape it never saw (the in-distribution case: a model
-tuned on a benchmark's train split, checked on its test split): both tests on each. ``--json`` then
-holds ``{"summary", "runs"}`` of this mode (``--table-from`` prints its table); the summary has,
-per shape, each test's rejection rate at alpha = 0.05 alone and the scores, the highest CoDeC
-score measured on unseen data of the shape included (what :mod:`pdd_metrics.verdict` calibrates
-CoDeC's null with).
+tuned on a benchmark's train split, checked on its test split): both tests on each. With ``--tune-on
+all`` the model is tuned on the file and those other files together instead (the same files, every one
+seen; an epoch sees each example once, so each file gets the steps ``--tune-on one`` gives its file),
+and both tests run on each file: a group all of whose files were seen (``group_level.py --controls``).
+``--json`` then holds ``{"summary", "runs"}`` of this mode (``--table-from`` prints its table); the
+summary has, per shape, each test's rejection rate at alpha = 0.05 alone and the scores, the highest
+CoDeC score measured on unseen data of the shape included (what :mod:`pdd_metrics.verdict`
+calibrates CoDeC's null with).
 
 The decision rules are the verdict's (``lm-eval-pdd table``; :func:`pdd_metrics.verdict.decide`):
 each test's p-value (exchangeability: Oren et al.'s t-test; CoDeC: the one-sided binomial test of
@@ -570,9 +573,12 @@ def _check_reused(directory: Path, tuned_from, data: Path, epochs: int, seed: in
         )
 
 
-def tune_once(directory: Path, tuned_from, data: Path, epochs: int, seed: int, args, exposure: str) -> None:
+def tune_once(
+    directory: Path, tuned_from, data: Path, epochs: int, seed: int, args, exposure: str, examples: int | None = None
+) -> None:
     """``make-ordered`` into ``directory`` (unless a run before wrote it): the model ``tuned_from`` (the
-    base, or the model of the previous number of epochs) tuned ``epochs`` more epochs on ``data``."""
+    base, or the model of the previous number of epochs) tuned ``epochs`` more epochs on the first
+    ``examples`` rows of ``data`` (default ``--examples``)."""
     from pdd_tasks.tools.builders.fine_tuning import TuningSettings
     from pdd_tasks.tools.builders.ordered import make_ordered
 
@@ -582,45 +588,55 @@ def tune_once(directory: Path, tuned_from, data: Path, epochs: int, seed: int, a
     settings = TuningSettings(
         epochs=epochs, learning_rate=args.learning_rate, batch_size=args.train_batch, max_tokens=1024, seed=seed
     )
-    make_ordered(directory, tuned_from, source=str(data), text_field="text", examples=args.examples,
+    make_ordered(directory, tuned_from, source=str(data), text_field="text", examples=examples or args.examples,
                  settings=settings, progress=False, exposure=exposure)  # fmt: skip
 
 
 def exposure_controls(harness: Harness, base, shape: str, make, args) -> dict:
     """The exposure controls of ``shape`` (module docstring): per tuning seed, the untuned model on its
     file, and after each of ``args.epochs`` the tuned model on the file and on ``args.unseen_files``
-    unseen files of the shape. Writes nothing but the models under ``args.workdir``."""
+    unseen files of the shape. With ``--tune-on all`` the model is tuned on the file and those other
+    files together (each example a training text as ``--exposure examples`` makes it, one epoch each
+    example once: the steps per file of ``--tune-on one``), and tested on each (``also_tuned``, no
+    unseen file). Writes nothing but the models under ``args.workdir``."""
 
     runs = []
+    all_tuned = args.tune_on == "all"
     for tuning_seed in range(args.tuning_seeds):
-        work = args.workdir / f"{shape}-{args.exposure}-s{tuning_seed}"
+        work = args.workdir / f"{shape}-{args.exposure}-s{tuning_seed}{'-all' if all_tuned else ''}"
         members = texts_of(shape, make, args.examples, SHAPES[shape][2] + 10 * tuning_seed)
         data = write_texts(work / "file.jsonl", members.texts)
         seen = set(members.sources)
-        unseen_files = []
-        for index in range(args.unseen_files):
+        unseen_files, tuned_texts = [], list(members.texts)
+        for index in range(args.unseen_files):  # the same files either way: --tune-on all tunes on them too
             rows = texts_of(shape, make, args.examples, 3000 + 100 * tuning_seed + index, exclude=seen)
             seen |= rows.sources
+            tuned_texts += rows.texts
             unseen_files.append(write_texts(work / f"unseen-{index}.jsonl", rows.texts))
+        tuned_on = write_texts(work / "all-files.jsonl", tuned_texts) if all_tuned else data
         tests = {"codec": "codec" in args.tests, "exchangeability": "exchangeability" in args.tests}
         run = {"tuning_seed": tuning_seed, "untuned": dataset_tests(harness, base, data, args, **tests), "tuned": {}}
         print(shape, args.exposure, tuning_seed, "untuned", run["untuned"], file=sys.stderr, flush=True)
         previous, tuned_from, steps = 0, base, 0
         for epochs in sorted(args.epochs):
             directory = work / f"tuned-e{epochs}"
-            tune_once(directory, tuned_from, data, epochs - previous, 1000 * tuning_seed + epochs, args, args.exposure)
+            seed, examples = 1000 * tuning_seed + epochs, len(tuned_texts) if all_tuned else args.examples
+            tune_once(directory, tuned_from, tuned_on, epochs - previous, seed, args, args.exposure, examples)
             model = directory / "model"
             previous, tuned_from = epochs, model
             training = json.loads((directory / "manifest.json").read_text())["training"]
             steps += training["steps"]
             tested = dataset_tests(harness, model, data, args, **tests)
-            tested["unseen"] = [dataset_tests(harness, model, file, args, **tests) for file in unseen_files]
+            others = [dataset_tests(harness, model, file, args, **tests) for file in unseen_files]
+            tested["unseen"] = [] if all_tuned else others
+            if all_tuned:
+                tested["also_tuned"] = others
             tested["training"] = training | {"steps_in_all": steps}
             run["tuned"][str(epochs)] = tested
             print(shape, args.exposure, tuning_seed, "tuned", epochs, tested, file=sys.stderr, flush=True)
         runs.append(run)
     command = recorded_command(SCRIPT, sys.argv[1:], leave_out=("--workdir",))
-    return {"exposure": args.exposure, "command": command, "runs": runs}
+    return {"exposure": args.exposure, "tune_on": args.tune_on, "command": command, "runs": runs}
 
 
 def _rate(results: list[dict], key: str) -> float | None:
@@ -640,13 +656,17 @@ def exposure_summary(found: dict, args, seconds: float, load: list) -> dict:
         for epochs in sorted({e for r in runs for e in r["tuned"]}, key=int):
             files = [r["tuned"][epochs] for r in runs if epochs in r["tuned"]]
             unseen = [u for f in files for u in f["unseen"]]
+            also_tuned = [u for f in files for u in f.get("also_tuned", [])]  # --tune-on all
             tuned[epochs] = {
                 "optimizer_steps": [f["training"]["steps_in_all"] for f in files],
                 "file": _cells(files),
-                "unseen": _cells(unseen),
+                **({"unseen": _cells(unseen)} if unseen else {}),
+                **({"also_tuned": _cells(also_tuned)} if also_tuned else {}),
                 # the file against its tuning's first unseen file as a reference (what `references` computes)
                 "file_against_unseen_pvalues": [
-                    float(f"{codec_reference_pvalue(*_drops(f), *_drops(f['unseen'][0])):.3g}") for f in files
+                    float(f"{codec_reference_pvalue(*_drops(f), *_drops(f['unseen'][0])):.3g}")
+                    for f in files
+                    if f["unseen"]
                 ],
             }
         unseen_scores = [r["codec_score"] for r in untuned] + [
@@ -655,6 +675,7 @@ def exposure_summary(found: dict, args, seconds: float, load: list) -> dict:
         shapes[shape] = {
             "like": SHAPES[shape][0],
             "exposure": entry["exposure"],
+            "tune_on": entry.get("tune_on", "one"),
             "command": entry.get("command"),
             "untuned": _cells(untuned),
             "tuned": tuned,
@@ -668,6 +689,7 @@ def exposure_summary(found: dict, args, seconds: float, load: list) -> dict:
             "examples": args.examples,
             "tuning_seeds": args.tuning_seeds,
             "unseen_files": args.unseen_files,
+            "tune_on": args.tune_on,
             "tests": args.tests,
             "epochs": args.epochs,
             "shards": args.shards,
@@ -759,7 +781,9 @@ def exposure_markdown(summary_: dict) -> str:
         for epochs, cells in found["tuned"].items():
             model = f"tuned {epochs} epoch(s) ({'/'.join(map(str, sorted(set(cells['optimizer_steps']))))})"
             lines.append(row(label, model, "the file tuned on", cells["file"]))
-            lines.append(row(label, model, "unseen files of the shape", cells["unseen"]))
+            for key, data in (("unseen", "unseen files of the shape"), ("also_tuned", "the other files tuned on")):
+                if key in cells:
+                    lines.append(row(label, model, data, cells[key]))
     for found in summary_["shapes"].values():
         for epochs, cells in found["tuned"].items():
             if cells.get("file_against_unseen_pvalues"):
@@ -889,6 +913,11 @@ def main() -> int:
     )  # fmt: skip
     parser.add_argument("--tuning-seeds", type=int, default=3, help="exposure controls: files and tunings per shape")
     parser.add_argument("--unseen-files", type=int, default=1, help="exposure controls: unseen files per tuning")
+    parser.add_argument(
+        "--tune-on", choices=["one", "all"], default="one",
+        help="exposure controls: tune on the seed's file alone, the --unseen-files files unseen (one; default), or "
+        "on the file and those files together, the same files, every one seen (all; an epoch: each example once)",
+    )  # fmt: skip
     add_json_option(parser, "write every number here (a level run keeps the shapes of another run there)")
     parser.add_argument("--package-data", type=Path, help="write the verdict's summary here")
     parser.add_argument(
@@ -919,6 +948,11 @@ def main() -> int:
         documents = [json.loads(path.read_text()) for path in args.table_from]
         document = documents[0]
         if "exposure" in json.dumps(document["summary"].get("what", "")):
+            if args.package_data and any(each["summary"]["sizes"].get("tune_on") == "all" for each in documents):
+                raise SystemExit(
+                    "--package-data: a --tune-on all run has no unseen file (the verdict's controls need them); "
+                    "leave --package-data out for it."
+                )
             # the shapes of every file as one document, the summary again from every file's numbers (with
             # this checkout's CODEC_NULL_SCORE); each shape keeps the command of its run
             runs = {}

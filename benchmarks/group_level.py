@@ -192,15 +192,19 @@ def group_of_files(name: str, files: list[dict]) -> dict:
 def controls_groups(path: Path) -> list[dict]:
     """Groups of the files a ``contamination_controls.py --exposure`` run measured (its ``--json``):
     per tuning seed and epochs, on the tuned model, the file tuned on with the unseen files of its shape
-    ("one of N tuned"), and the unseen files alone ("none of N tuned, the kind seen")."""
+    ("one of N tuned"), and the unseen files alone ("none of N tuned, the kind seen"); of a ``--tune-on all``
+    run, the file with the other files tuned on beside it ("all N tuned")."""
     document = json.loads(path.read_text())
     out = []
     for shape, entry in document["runs"].items():
         for run in entry.get("runs", []):
             for epochs, tuned in run["tuned"].items():
-                unseen = tuned["unseen"]
+                unseen, also_tuned = tuned["unseen"], tuned.get("also_tuned", [])
                 where = f"{shape}, seed {run['tuning_seed']}, {epochs} epoch(s), the tuned model"
-                out.append(group_of_files(f"one of {len(unseen) + 1} tuned ({where})", [tuned, *unseen]))
+                if also_tuned:
+                    out.append(group_of_files(f"all {len(also_tuned) + 1} tuned ({where})", [tuned, *also_tuned]))
+                if unseen:
+                    out.append(group_of_files(f"one of {len(unseen) + 1} tuned ({where})", [tuned, *unseen]))
                 if len(unseen) >= 2:
                     out.append(group_of_files(f"none of {len(unseen)} tuned, the kind seen ({where})", unseen))
     return out
@@ -230,8 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--controls",
         type=Path,
+        nargs="+",
         default=None,
-        help="also read groups of the files a `contamination_controls.py --exposure` run measured (its --json), "
+        help="also read groups of the files `contamination_controls.py --exposure` runs measured (each its --json), "
         "and the shipped controls' untouched files",
     )
     parser.add_argument("--controls-only", action="store_true", help="no simulation: only --controls")
@@ -249,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['test']} | {row['group']} | {row['scenario']}: {numbers}")
     measured = []
     if args.controls is not None:
-        measured = [shipped_untouched_group(), *controls_groups(args.controls)]
+        measured = [shipped_untouched_group(), *(group for path in args.controls for group in controls_groups(path))]
         for group in measured:
             print(json.dumps(group))
     result = {

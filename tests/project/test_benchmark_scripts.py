@@ -505,6 +505,46 @@ def test_contamination_controls_exposure_with_codec_alone(tiny_model, tmp_path):
     assert 0 <= p_value <= 1 and "against its tuning's unseen file as a reference (one-sided Fisher" in process.stdout
 
 
+def test_contamination_controls_tune_on_all_tunes_on_every_file_and_its_group_is_read(tiny_model, tmp_path):
+    """``--tune-on all``: one model tuned on the file and its --unseen-files files together (the files
+    --tune-on one leaves unseen), an epoch each example once; each file tested, none unseen; and
+    ``group_level.py --controls`` reads them as the group "all 3 tuned"."""
+    sizes = "--exposure examples --examples 8 --epochs 1 --tuning-seeds 1 --train-batch 4 --unseen-files 2 "
+    sizes += "--shards 4 --permutations 1 --tune-on all"
+    process, summary = run_controls_on_templated_rows(tiny_model, tmp_path, sizes)
+    assert "| the other files tuned on | " in process.stdout and "unseen files of the shape" not in process.stdout
+    tuned = summary["shapes"]["multiple_choice"]["tuned"]["1"]
+    assert summary["sizes"]["tune_on"] == "all" and summary["shapes"]["multiple_choice"]["tune_on"] == "all"
+    assert "unseen" not in tuned and tuned["also_tuned"]["files"] == 2 and tuned["file_against_unseen_pvalues"] == []
+    assert tuned["optimizer_steps"] == [6]  # 3 files of 8, 4 examples a step: 2 a file, as --tune-on one's file
+    work = tmp_path / "work" / "multiple_choice-examples-s0-all"
+    rows = lambda path: [json.loads(line)["text"] for line in path.read_text().splitlines()]  # noqa: E731
+    files = rows(work / "file.jsonl") + rows(work / "unseen-0.jsonl") + rows(work / "unseen-1.jsonl")
+    assert len(set(files)) == 24 and sorted(rows(work / "tuned-e1" / "canonical.jsonl")) == sorted(files)
+    out = tmp_path / "groups.json"
+    process = run_here("group_level.py", "--controls-only", "--controls", tmp_path / "controls.json", "--json", out)
+    assert process.returncode == 0, process.stderr[-3000:]
+    untouched, group = json.loads(out.read_text())["measured_groups"]
+    assert untouched["group"].startswith("none of 3 tuned, untouched")
+    assert group["group"] == "all 3 tuned (multiple_choice, seed 0, 1 epoch(s), the tuned model)"
+    assert group["pooled_codec_examples"] == 24 and len(group["file_verdicts"]) == 3
+
+
+def test_group_level_reads_the_shipped_controls_runs_as_its_results_record(monkeypatch):
+    """``group_level.py``'s groups of the shipped controls' runs (one tuned of 4; all 4 tuned) are the
+    measured groups its results file records."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    group_level = runpy.run_path(str(BENCHMARKS / "group_level.py"))
+    recorded = json.loads((BENCHMARKS / "results" / "group_level_controls.json").read_text())
+    runs = [REPO / path for path in recorded["command"].split("--controls ")[1].split(" --")[0].split()]
+    assert [path.name for path in runs] == ["group_level_controls_run.json", "group_level_controls_all_tuned_run.json"]
+    groups = [group_level["shipped_untouched_group"]()] + [g for r in runs for g in group_level["controls_groups"](r)]
+    assert groups == recorded["measured_groups"]
+    assert [g["group"].split(" (")[0] for g in groups] == [
+        "none of 3 tuned, untouched", "one of 4 tuned", "none of 3 tuned, the kind seen", "all 4 tuned"
+    ]  # fmt: skip
+
+
 def test_gemma_model_refuses_a_folder_with_files_and_a_missing_gguf(tmp_path):
     (tmp_path / "kept.txt").write_text("a user's file")
     process = run_here("gemma_model.py", "--output", tmp_path, "--gguf", tmp_path / "kept.txt")
