@@ -404,7 +404,7 @@ def test_write_file_names_a_full_disk_that_names_no_file(tmp_path):
 
 def test_a_killed_reports_staging_folders_are_removed_by_the_next_run_and_a_running_ones_kept(labelled_run, tmp_path):
     """Before: ``.report-new-*`` (in --out) and ``.<out>-new-*`` (beside it) stayed, unmentioned, forever."""
-    from pdd_tasks.tools.report.files import _lock
+    from pdd_tasks.tools.report.write import _lock
 
     out = tmp_path / "rep"
     assert run_lm_eval_pdd(["report", labelled_run, "--out", out], tmp_path).returncode == 0

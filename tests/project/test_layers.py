@@ -34,6 +34,13 @@ LAYERS = (
     ("pdd_tasks.tools",),
     ("pdd_tasks.tools.results", "pdd_tasks.tools.servers", "pdd_tasks.tools.builders", "pdd_tasks.tools.gguf_server"),
     ("pdd_tasks.tools.report",),
+    # the report's stages, so its data flows one way (docs/architecture.md, "The tools package"): reading the
+    # runs; the model (with the tables `lm-eval-pdd table` shares and the contamination board); the plots and
+    # the documents (with the board's views), drawn apart from the model; writing the files
+    ("pdd_tasks.tools.report.read",),
+    ("pdd_tasks.tools.report.tables", "pdd_tasks.tools.report.contamination_board", "pdd_tasks.tools.report.model"),
+    ("pdd_tasks.tools.report.board_view", "pdd_tasks.tools.report.plots", "pdd_tasks.tools.report.render"),
+    ("pdd_tasks.tools.report.write",),
     ("pdd_tasks.tools.commands",),
     ("pdd_tasks.tools.cli",),
 )
@@ -199,3 +206,15 @@ def test_no_module_of_the_package_looks_like_a_test():
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test")
     ]
     assert named == [] and functions == [], named + functions
+
+
+def test_the_report_model_is_data_and_its_plots_and_documents_are_drawn_apart():
+    """The report's stages (issue 44, item 3): the model writes no file and knows no HTML, CSV or plot; the
+    plots and the documents are each drawn from the model, neither from the other; reading the runs uses
+    nothing of the report."""
+    stage = "pdd_tasks.tools.report."
+    model = {target.split(".")[0] for target, _ in imports_of(stage + "model")}
+    assert model.isdisjoint({"html", "csv", "base64", "matplotlib", "shutil", "tempfile"}), model
+    for one, other in (("plots", "render"), ("render", "plots")):
+        assert stage + other not in {target for target, _ in imports_of(stage + one)}
+    assert not [target for target, _ in imports_of(stage + "read") if target.startswith(stage)]

@@ -19,11 +19,10 @@ from pdd_tasks.tools.cli import main
 from pdd_tasks.tools.report.board_view import (
     PALETTE,
     board_columns,
-    board_groups,
     board_html,
     write_heat_map,
 )
-from pdd_tasks.tools.report.contamination_board import ContaminationBoard, contamination_board
+from pdd_tasks.tools.report.contamination_board import ContaminationBoard, board_groups, contamination_board
 from pdd_tasks.tools.results.runs import find_runs
 
 

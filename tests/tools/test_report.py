@@ -16,7 +16,7 @@ from support.results import lm_eval_run
 from pdd_tasks.registry import DEFAULT_METHODS
 from pdd_tasks.tasks.aggregations import AGGREGATIONS
 from pdd_tasks.tools.cli import main
-from pdd_tasks.tools.report.files import COLUMN_OF_METRIC, LEADERBOARD_COLUMNS
+from pdd_tasks.tools.report.model import COLUMN_OF_METRIC, LEADERBOARD_COLUMNS
 
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -1,5 +1,5 @@
 """``lm-eval-pdd report OUTPUT_PATH... --out DIR [--force]``: an HTML + Markdown report, plots and
-leaderboards of runs (:func:`pdd_tasks.tools.report.files.write_report`; docs/report.md).
+leaderboards of runs (:func:`pdd_tasks.tools.report.write.write_report`; docs/report.md).
 
 Prints the path of ``report.html`` on stdout (how many files it wrote, on stderr).
 """
@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pdd_tasks.tools.outputs import OutputNotWritten, OutputRefused
-    from pdd_tasks.tools.report.files import write_report
+    from pdd_tasks.tools.report.write import write_report
     from pdd_tasks.tools.results.runs import ResultsError
 
     try:

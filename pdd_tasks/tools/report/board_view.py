@@ -3,7 +3,8 @@
 :class:`~pdd_tasks.tools.report.contamination_board.ContaminationBoard` holds the verdicts; this module shows them
 (docs/report.md, "The contamination leaderboard"):
 
-- **The columns keep the runs' groups.** :func:`board_groups` reads each run's groups: ``pdd_contamination``'s
+- **The columns keep the runs' groups.**
+  :func:`~pdd_tasks.tools.report.contamination_board.board_groups` reads each run's groups: ``pdd_contamination``'s
   ``contamination_groups`` (group -> direct children, nested), each leaf's ``contamination.<leaf>.group``, and
   lm-eval's own ``group_subtasks``. :func:`board_columns` lays the benchmarks out as that tree, each group's column
   just before its children's. A group's column shows the group's own row of the board where it has one (a
@@ -42,28 +43,6 @@ PALETTE = {
 
 #: Cell state -> the short code the heat map and a group's summary write beside (or for) the colour.
 CODES = {"contaminated": "C", "inconclusive": "I", "not detected": "ND", "no verdict": "NV", "not tested": "NT"}
-
-
-def board_groups(results: list[dict]) -> dict[str, list[str]]:
-    """Group -> its direct children (tasks or groups), merged over the results JSONs given in order: each run's
-    ``configs.pdd_contamination.metadata.contamination_groups``, each leaf's ``contamination.<leaf>.group``, and
-    lm-eval's ``group_subtasks`` (groups with subtasks only). Children keep their first-seen order."""
-    groups: dict[str, dict[str, None]] = {}
-
-    def add(group: str, children) -> None:
-        groups.setdefault(group, {}).update(dict.fromkeys(c for c in children if c != group))
-
-    for result in results:
-        metadata = ((result.get("configs") or {}).get("pdd_contamination") or {}).get("metadata") or {}
-        for group, children in (metadata.get("contamination_groups") or {}).items():
-            add(group, children or [])
-        for leaf, summary in (metadata.get("contamination") or {}).items():
-            if isinstance(summary, dict) and summary.get("group"):
-                add(summary["group"], [leaf])
-        for group, children in (result.get("group_subtasks") or {}).items():
-            if children:
-                add(group, children)
-    return {group: list(children) for group, children in groups.items()}
 
 
 @dataclass(frozen=True)

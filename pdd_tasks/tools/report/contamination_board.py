@@ -27,11 +27,8 @@ and a section of ``report.html`` and ``report.md`` (docs/report.md, "The contami
 
 from __future__ import annotations
 
-import csv
-import json
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE, Decision, decide_table
 from pdd_tasks.dataset_tests import DATASET_TESTS
@@ -165,15 +162,27 @@ class ContaminationBoard:
             "notes": self.notes,
         }
 
-    def write(self, out: Path) -> list[Path]:
-        """Write :data:`CONTAMINATION_FILES` into the folder ``out``; returns them."""
-        csv_file, json_file = (out / name for name in CONTAMINATION_FILES)
-        with csv_file.open("w", newline="") as stream:
-            writer = csv.DictWriter(stream, fieldnames=contamination_columns())
-            writer.writeheader()
-            writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in self.rows)
-        json_file.write_text(json.dumps(self.to_json(), indent=1) + "\n")
-        return [csv_file, json_file]
+
+def board_groups(results: list[dict]) -> dict[str, list[str]]:
+    """Group -> its direct children (tasks or groups), merged over the results JSONs given in order: each run's
+    ``configs.pdd_contamination.metadata.contamination_groups``, each leaf's ``contamination.<leaf>.group``, and
+    lm-eval's ``group_subtasks`` (groups with subtasks only). Children keep their first-seen order."""
+    groups: dict[str, dict[str, None]] = {}
+
+    def add(group: str, children) -> None:
+        groups.setdefault(group, {}).update(dict.fromkeys(c for c in children if c != group))
+
+    for result in results:
+        metadata = ((result.get("configs") or {}).get("pdd_contamination") or {}).get("metadata") or {}
+        for group, children in (metadata.get("contamination_groups") or {}).items():
+            add(group, children or [])
+        for leaf, summary in (metadata.get("contamination") or {}).items():
+            if isinstance(summary, dict) and summary.get("group"):
+                add(summary["group"], [leaf])
+        for group, children in (result.get("group_subtasks") or {}).items():
+            if children:
+                add(group, children)
+    return {group: list(children) for group, children in groups.items()}
 
 
 def contamination_board(runs: list[Run]) -> ContaminationBoard | None:

@@ -6,7 +6,7 @@ is shown (a folder holding two runs gives two tables, oldest first). A run of ``
 gets its contamination table (accuracy, each registered dataset-level test's value and p-values, the
 verdict per standard task) and a verdict line per task (:func:`verdict_line`), citing the evidence
 for the deciding test's level and power by its docs anchor. The report
-(:mod:`pdd_tasks.tools.report.files`) shows the same tables. The runs are read by
+(:mod:`pdd_tasks.tools.report.write`) shows the same tables. The runs are read by
 :mod:`pdd_tasks.tools.results`.
 """
 

@@ -79,12 +79,15 @@ def read_checked_results(file: Path) -> tuple[dict, list[BadValue]]:
     return check_results(read_results(file), file)
 
 
+def bad_value_lines(runs: list[Run]) -> list[str]:
+    """A warning line (file and key) for every damaged value of ``runs`` read so far."""
+    return [bad.line() for run in runs if "_checked" in run.__dict__ for bad in run.bad_values]
+
+
 def warn_bad_values(runs: list[Run]) -> None:
-    """Print a warning line (file and key) on stderr for every damaged value of ``runs`` read so far."""
-    for run in runs:
-        if "_checked" in run.__dict__:
-            for bad in run.bad_values:
-                print(bad.line(), file=sys.stderr)
+    """Print :func:`bad_value_lines` on stderr."""
+    for line in bad_value_lines(runs):
+        print(line, file=sys.stderr)
 
 
 def pdd_tasks_of(results: dict) -> list[str]:
