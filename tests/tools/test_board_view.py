@@ -144,6 +144,18 @@ def test_the_heat_map_is_the_verdicts_colours_and_the_same_bytes_each_time(tmp_p
         assert pixels.get(PALETTE[state][0], 0) > 5000, state
 
 
+def test_report_force_replaces_its_own_heat_map_and_keeps_a_users_png_of_its_name(report, tmp_path, capsys):
+    """Before: a second contamination report into the same --out was refused: contamination.png carried no mark."""
+    runs = str(tmp_path / "out")
+    assert main(["report", runs, "--out", str(report), "--force"]) == 0, capsys.readouterr().err
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "contamination.png").write_bytes((report / "contamination.png").read_bytes().replace(b"Title", b"Other"))
+    assert main(["report", runs, "--out", str(mine), "--force"]) != 0
+    assert "contamination.png, of a report file's name but not written by lm-eval-pdd report" in capsys.readouterr().err
+    assert sorted(p.name for p in mine.iterdir()) == ["contamination.png"]
+
+
 def test_the_report_links_the_heat_map_and_the_left_out_list_follows_the_results(report):
     page, markdown = (report / "report.html").read_text(), (report / "report.md").read_text()
     assert (report / "contamination.png").is_file()

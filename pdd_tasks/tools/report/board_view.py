@@ -31,6 +31,9 @@ from pdd_tasks.tools.report.contamination_board import ContaminationBoard
 #: The heat map's file name, beside contamination.csv and contamination.json.
 BOARD_IMAGE = "contamination.png"
 
+#: The heat map's PNG text chunk (``Title``): the mark by which ``report --force`` knows the file for its own.
+BOARD_IMAGE_TITLE = "lm-eval-pdd contamination board"
+
 #: Cell state -> (background, text colour). Paul Tol's colour-blind-safe schemes: red, pale yellow, light blue
 #: differ in lightness as well as hue; "no verdict" grey, "not tested" white.
 PALETTE = {
@@ -227,7 +230,8 @@ def board_html(board: ContaminationBoard, groups: dict[str, list[str]]) -> str:
 def write_heat_map(board: ContaminationBoard, groups: dict[str, list[str]], path: Path) -> Path:
     """The heat map (module docstring) as a PNG at ``path``: every column of :func:`board_columns` (a group's column
     only where it has its own row), the verdict's colour, the CoDeC score and the verdict's code in each cell, a
-    legend under it. No date or software in the PNG's metadata: the same board gives the same bytes."""
+    legend under it. No date or software in the PNG's metadata: the same board gives the same bytes; its title
+    (:data:`BOARD_IMAGE_TITLE`) marks it as the report's own."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -267,6 +271,7 @@ def write_heat_map(board: ContaminationBoard, groups: dict[str, list[str]], path
     # a legend of at most 3 columns fits a narrow board; the saved box takes in the legend and labels
     fig.legend(handles=handles, loc="lower center", ncol=min(3, len(handles)), fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0.14, 1, 1))
-    fig.savefig(path, format="png", metadata={"Software": None}, bbox_inches="tight", pad_inches=0.1)
+    metadata = {"Software": None, "Title": BOARD_IMAGE_TITLE}
+    fig.savefig(path, format="png", metadata=metadata, bbox_inches="tight", pad_inches=0.1)
     plt.close(fig)
     return path

@@ -53,7 +53,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pdd_tasks.tools.outputs import make_shareable, not_written, refuse_path_through_a_file, refuse_unsafe_output
-from pdd_tasks.tools.report.board_view import BOARD_IMAGE
+from pdd_tasks.tools.report.board_view import BOARD_IMAGE, BOARD_IMAGE_TITLE
 from pdd_tasks.tools.report.contamination_board import CONTAMINATION_FILES
 from pdd_tasks.tools.report.model import build_report
 from pdd_tasks.tools.report.plots import draw_plots
@@ -71,8 +71,15 @@ def carries_report_mark(path: Path) -> bool:
     """Whether ``path`` (a file of a report's name in ``--out``) reads as this command wrote it: the report's
     title in ``report.md`` / ``report.html``, a leaderboard's columns in ``leaderboard.csv`` /
     ``contamination.csv`` (their first three), a list of leaderboard rows in ``leaderboard.json``, the board's
-    keys in ``contamination.json``. ``--force`` replaces only such files: a user's own ``leaderboard.csv``
-    is kept."""
+    keys in ``contamination.json``, the heat map's title in ``contamination.png``. ``--force`` replaces only
+    such files: a user's own ``leaderboard.csv`` is kept."""
+    if path.name == BOARD_IMAGE:
+        try:
+            with path.open("rb") as stream:
+                head = stream.read(4096)  # matplotlib writes the text chunks before the image data
+        except OSError:
+            return False
+        return head.startswith(b"\x89PNG") and b"Title\x00" + BOARD_IMAGE_TITLE.encode() in head
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
