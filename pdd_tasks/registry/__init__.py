@@ -24,7 +24,9 @@ Its modules, lowest first (each imports only those above it):
 - :mod:`~pdd_tasks.registry.em_mia`: EM-MIA's name and settings (a dataset-level method, no entry);
 - :mod:`~pdd_tasks.registry.scoring`: imports the families in table order, then :data:`SETTINGS`,
   :class:`ScoringSettings`, the requests, scores and labels of the methods in effect,
-  :data:`DEFAULT_METHODS`.
+  :data:`DEFAULT_METHODS`;
+- :mod:`~pdd_tasks.registry.checks` (not imported here): :func:`~pdd_tasks.registry.checks.check_method`,
+  the battery every entry must pass (``docs/adding-a-method.md``, "Check it").
 
 This package imports neither lm-eval nor torch: the per-run hooks (:attr:`Method.prepare`) are named
 by path and imported when a task runs them.

@@ -74,8 +74,9 @@ class Method:
             call of the method's pure function of :mod:`pdd_metrics`.
         reference: ``reference(inputs, settings)`` -> the same score computed plainly from the same
             inputs (a loop over the tokens, as the paper writes its equation), with no call of
-            :mod:`pdd_metrics`; ``tests/methods/test_registry.py`` compares ``score`` with it for every
-            registered method on hand-made and random inputs.
+            :mod:`pdd_metrics`; :func:`~pdd_tasks.registry.checks.check_method` compares ``score``
+            with it on hand-made and random inputs (run on every registered method by
+            ``tests/methods/test_registry.py``).
         label: ``label(settings)`` -> the table label, from the settings in effect.
         citation: the paper and equation.
         settings: the settings it reads (each declared once; shared ones are module constants).

@@ -169,7 +169,7 @@ def dtype_choice(name: str, value: Any) -> str:
 def device_name(name: str, value: Any) -> str:
     """``auto`` (CUDA if available, else CPU), ``cpu``, ``cuda``, ``cuda:1``, ``mps``, ..."""
     if not isinstance(value, str) or not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?|xpu(:\d+)?", value):
-        raise ValueError(f"metadata {name}={value!r}: expected auto, cpu, cuda, cuda:<index> or mps.")
+        raise ValueError(f"metadata {name}={value!r}: expected auto, cpu, cuda, cuda:<index>, mps or xpu[:<index>].")
     return value
 
 

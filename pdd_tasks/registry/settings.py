@@ -125,7 +125,7 @@ class Setting:
         name: the metadata key.
         default: the value when the key is absent.
         check: ``check(name, value)`` returns the value to use or raises a ValueError that names
-            the key, what was expected and an example.
+            the key and what was expected (some add an example; ``hint`` adds one or the paper's value).
         doc: what it does, with the paper's value where there is one.
         hint: appended to the check's message (e.g. the paper's value).
         switch: it turns its method on or off (``lowercase``, ``neighbor_model``): given while the

@@ -17,7 +17,8 @@ from pdd_metrics import GRADIENT_NORM_ORDERS, gradnorm_score
 
 
 def test_doctests_and_hand_values():
-    assert doctest.testmod(pdd_metrics.gradnorm).failed == 0
+    result = doctest.testmod(pdd_metrics.gradnorm)
+    assert result.attempted > 0 and result.failed == 0  # examples dropped fail too
     assert gradnorm_score(np.array([-0.5]), np.array([2.0])) == -2.0
     assert gradnorm_score(np.array([-0.5, -3.0]), np.array([0.0, 0.0, 3.0])) == -1.0  # a tensor with gradient 0 counts
 

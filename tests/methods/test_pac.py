@@ -60,7 +60,8 @@ def authors_eda(rng: random.Random, sentence: str, alpha: float, num_aug: int) -
 
 
 def test_doctests():
-    assert doctest.testmod(pdd_metrics.pac).failed == 0
+    result = doctest.testmod(pdd_metrics.pac)
+    assert result.attempted > 0 and result.failed == 0  # examples dropped fail too
 
 
 def test_polarized_distance_by_hand():

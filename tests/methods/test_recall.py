@@ -24,8 +24,9 @@ from pdd_tasks.registry import DEFAULT_METHODS, METHODS, ScoringSettings, Settin
 
 
 def test_doctests():
-    assert doctest.testmod(pdd_metrics.recall).failed == 0
-    assert doctest.testmod(pdd_tasks.prepare.recall_prefixes).failed == 0
+    for module in (pdd_metrics.recall, pdd_tasks.prepare.recall_prefixes):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__  # examples dropped fail too
 
 
 def test_recall_is_the_ratio_of_mean_log_likelihoods():

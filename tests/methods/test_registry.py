@@ -1,5 +1,7 @@
-"""The method registry: every method registered once and scored as its reference implementation,
-settings checked, labels from the settings used, and a catalogue that imports without the harness."""
+"""The method registry: every method registered once and passing the battery of
+pdd_tasks/registry/checks.py (scored as its reference implementation, settings, requests, direction,
+docs), a broken toy entry per rule caught by it, settings checked, labels from the settings used,
+and a catalogue that imports without the harness."""
 
 from __future__ import annotations
 
@@ -12,145 +14,126 @@ import numpy as np
 import pytest
 
 import pdd_metrics
+from pdd_metrics import min_k_score
 from pdd_tasks import registry
 from pdd_tasks.registry import (
     DEFAULT_METHODS,
     METHOD_NAMES,
     METHODS,
-    SETTINGS,
     DuplicateMethodError,
+    Method,
     ScoringSettings,
-    TextInputs,
 )
+from pdd_tasks.registry.checks import CHECKS, LOG_F, check_docs, check_method, text_inputs
 from pdd_tasks.tools.report.tables import method_table
 
 
-# -- inputs of every method ----------------------------------------------------------------------
+# -- the battery every entry passes (pdd_tasks/registry/checks.py) --------------------------------
 
 
-class Prepared:
-    """What the ``prepare`` hooks return, reduced to what scoring reads: ReCaLL's and Con-ReCall's
-    prefixes (``recall_prefixes.Prefixes``), Neighbor's neighbours (``NeighborGenerator.neighbors``)
-    and Small-Ref's reference log-probs (``ReferenceScores.logprobs``). A method whose prepared
-    object offers something else needs it added here; its reference test fails until then."""
-
-    nonmember = "A known non-member text."
-    member = "A known member text."
-
-    def __init__(self, reference_logprobs: np.ndarray) -> None:
-        self.reference_logprobs = reference_logprobs
-
-    def neighbors(self, text: str) -> list[str]:
-        return [f"{text} ({index})" for index in range(3)]
-
-    def logprobs(self, text: str) -> np.ndarray:
-        return self.reference_logprobs
+@pytest.mark.parametrize("name", METHOD_NAMES)
+def test_every_registered_method_passes_the_battery(name):
+    check_method(name)
 
 
-def text_inputs(text, logprobs, token_ids, mu, sigma, log_freq, settings, seed=0, prefixed="paper"):
-    """TextInputs of one text for every registered method: the extra requests each method asks for
-    (random log-probs; a request after a context scores the text's n tokens, n + 1 under
-    ``prefixed="reference-code"``, fewer under ``"truncated"``), one prepared object for all, and a
-    top-1 log-prob per position at or above both log p_i and mu_i (x_i is the top-1 at about half
-    of the positions)."""
-    rng = np.random.default_rng(seed)
-    logprobs = np.asarray(logprobs, dtype=float)
-    prepared = Prepared(-rng.random(int(rng.integers(1, 9))) * 5)
-    extra: dict[str, list[np.ndarray]] = {}
-    for name, method in METHODS.items():
-        if method.extra_requests is None:
-            continue
-        for context, _ in method.extra_requests(text, settings, prepared):
-            if not context:
-                size = int(rng.integers(1, 12))
-            elif prefixed == "truncated":
-                size = int(rng.integers(1, logprobs.size + 1))
-            else:
-                size = logprobs.size + (prefixed == "reference-code")
-            extra.setdefault(name, []).append(-rng.random(size) * 4)
-    words = text.split() + ["other", "words", ""]
-    generations: dict[str, list[str]] = {}  # random continuations, some empty, of the text's own words and others
-    for name, method in METHODS.items():
-        if method.generations is None or len(text.split()) < 2:  # SaMIA refuses a one-word text's requests
-            continue
-        for _ in method.generations(text, settings, prepared):
-            generations.setdefault(name, []).append(" ".join(rng.choice(words, size=int(rng.integers(0, 9)))))
-    ceiling = np.maximum(logprobs, np.asarray(mu, dtype=float))
-    top1 = np.minimum(0.0, ceiling + np.where(rng.random(logprobs.size) < 0.5, 0.0, rng.random(logprobs.size)))
-    grad_norms = rng.random((3, int(rng.integers(1, 6)))) * 3  # p = 1, 2, inf per weight tensor (GradNorm)
-    return TextInputs(
-        text=text,
-        logprobs=logprobs,
-        token_ids=np.asarray(token_ids, dtype=np.int64),
-        mu=np.asarray(mu, dtype=float),
-        sigma=np.asarray(sigma, dtype=float),
-        log_reference_freq=np.asarray(log_freq, dtype=float),
-        extra_logprobs=extra,
-        prepared={name: prepared for name in METHODS},
-        top1=top1,
-        generations=generations,
-        grad_norms=grad_norms,
-    )
+def _toy_reference(inputs, settings) -> float:
+    lowest = sorted(float(value) for value in inputs.logprobs)[: max(1, len(inputs.logprobs) // 2)]
+    return sum(lowest) / len(lowest)  # the mean of the lower half, written out
 
 
-#: Settings the reference tests run under: the defaults, and values that move every method's.
-SETTINGS_CASES = [
-    {},
-    {"min_k": 0.5, "min_k_pp": 0.29, "dcpdd_a": 10, "con_recall": True, "recall_shots": 2, "con_recall_gamma": 0.1},
-    {"min_k": 1.0, "min_k_pp": 0.05, "dcpdd_a": 0.3, "con_recall": True, "recall_shots": 2, "con_recall_gamma": 1.5},
-    {"gap_k": 0.29, "gap_k_window": 1, "pac": True, "pac_augmentations": 2, "samia": True, "samia_samples": 3}
-    | {"gradnorm": True, "gradnorm_p": 1},
-    {"gap_k": 1.0, "gap_k_window": 6, "pac": True, "pac_augmentations": 7, "pac_alpha": 1.0}
-    | {"samia": True, "samia_zlib": True, "samia_samples": 1, "samia_prefix_ratio": 0.7, "gradnorm_p": 2.0},
-]
+#: A toy method: the mean of the lowest half of the log-probs (Min-K% at k = 0.5).
+TOY = Method(
+    name="toy_half",
+    score=lambda inputs, settings: pdd_metrics.min_k_score(inputs.logprobs, k=0.5),
+    reference=_toy_reference,
+    label=lambda settings: "Toy half",
+    citation="this test file",
+)
 
-LOG_F = np.log(np.array([0.3, 0.2, 0.15, 0.1, 0.1, 0.05, 0.05, 0.05]))
-#: Hand-made texts: (text, log p, token ids, mu, sigma).
-HAND_MADE = {
-    "one token": ("a", [-0.7], [4], [-1.0], [0.5]),
-    "ties": (
-        "Hello World, hello.",
-        [-1.0, -1.0, -2.0, -2.0, -1.0, -0.25],
-        [1, 2, 1, 2, 3, 1],
-        [-1.5] * 6,
-        [1.0, 1.0, 0.5, 0.5, 1.0, 2.0],
+
+def test_a_toy_method_registered_in_a_test_passes_every_check_but_its_docs(tmp_path):
+    """One entry is all the battery needs: the toy passes every check before the docs one, which names
+    the page it lacks, and passes that too once docs name it."""
+    assert CHECKS[-1] is check_docs
+    with METHODS.added(TOY.name, TOY):
+        with pytest.raises(AssertionError, match="method 'toy_half': docs/methods.md has no heading or table row"):
+            check_method("toy_half")
+    (tmp_path / "methods.md").write_text("### Toy half (`toy_half`; this test file)\n")
+    (tmp_path / "settings.md").write_text("| `toy_half` | yes | none | no | no | this test file |\n")
+    check_docs(TOY, docs=tmp_path)
+
+
+def _unvalidated(inputs, settings) -> float:
+    return _toy_reference(inputs, settings) if len(inputs.logprobs) else float("nan")
+
+
+#: One broken entry per rule: (what is changed in the toy, the message naming the rule).
+BROKEN = {
+    "name": ({"name": "Toy-Half"}, "its name must be lowercase letters"),
+    "name of a dataset-level method": ({"name": "blind"}, "a dataset-level method's metric prefix"),
+    "citation": ({"citation": ""}, "it needs a citation"),
+    "a setting the registry lacks": (
+        {"settings": (registry.Setting("toy_gamma", 0.5, registry.fraction, "gamma"),)},
+        "setting 'toy_gamma' is not in registry.SETTINGS",
     ),
-    "sigma 0 (floored)": ("Paris is", [-0.1, -2.0, -3.0], [0, 5, 0], [-0.1, -1.0, -2.0], [0.0, 0.3, 0.0]),
-    "p near 1 (DC-PDD cap binds)": ("THE END", [-1e-3, -0.01, -5.0], [7, 6, 7], [-0.5, -0.5, -1.0], [0.2, 0.1, 1.0]),
+    "a setting declared twice": (
+        {"settings": (dataclasses.replace(registry.MIN_K, doc="another k"),)},
+        "setting 'min_k' is declared twice",
+    ),
+    "a default its check refuses": (
+        {"settings": (registry.Setting("toy_gamma", 2.0, registry.fraction, "gamma"),)},
+        "the default of setting 'toy_gamma' does not pass its own check: metadata toy_gamma=2.0: expected a fraction",
+    ),
+    "a setting named as a recorded key": (
+        {"settings": (registry.Setting("repeats", 1, registry.whole_number, "repeats"),)},
+        "setting 'repeats' is a key the tasks record",
+    ),
+    "never in effect": ({"enabled": lambda settings: False}, "it is off with every switch on"),
+    "off by default without a switch": (
+        {"enabled": lambda settings: settings.pac},
+        "off by default but declares no setting with switch=True",
+    ),
+    "enabled not a bool": ({"enabled": lambda settings: "yes"}, "enabled\\(settings\\) must be true or false"),
+    "label": ({"label": lambda settings: ""}, "label\\(settings\\) must be one line of text"),
+    "requests not counted": (
+        {"extra_requests": lambda text, settings, prepared: [("", text)]},
+        "requests_per_text\\(settings\\) is 0 but it asks for 1 requests",
+    ),
+    "requests not pairs": (
+        {"generations": lambda text, settings, prepared: [text], "requests_per_text": lambda settings: 1},
+        "generations must give \\(context, gen_kwargs dict\\) pairs",
+    ),
+    "reference is the score": ({"reference": TOY.score}, "its reference must be a function of its own"),
+    "reference calls pdd_metrics": (
+        {"reference": lambda inputs, settings: min_k_score(inputs.logprobs, k=0.5)},
+        "its reference calls \\['min_k_score'\\] of pdd_metrics",
+    ),
+    "score differs from its reference": (
+        {"reference": lambda inputs, settings: float(np.mean(inputs.logprobs))},
+        "differs from its reference's",
+    ),
+    "score not a float": (
+        {"score": lambda inputs, settings: np.array([_toy_reference(inputs, settings)])},
+        "its score must be a finite float",
+    ),
+    "direction": (
+        {
+            "score": lambda inputs, settings: -pdd_metrics.min_k_score(inputs.logprobs, k=0.5),
+            "reference": lambda inputs, settings: -_toy_reference(inputs, settings),
+        },
+        "orient the score higher = more likely a member",
+    ),
+    "bad log-probs scored": ({"score": _unvalidated}, "it scored log-probs \\[\\]: validate them"),
+    "prepare hook": ({"prepare": "pdd_tasks.prepare.nowhere:prepare"}, "its prepare hook .* does not resolve"),
 }
 
 
-def hand_made_cases(settings):
-    for index, (name, (text, lp, ids, mu, sigma)) in enumerate(HAND_MADE.items()):
-        for prefixed in ("paper", "reference-code", "truncated"):
-            yield f"{name}, {prefixed}", text_inputs(text, lp, ids, mu, sigma, LOG_F, settings, index, prefixed)
-
-
-def random_cases(settings, count=20):
-    words = "The quick Brown fox jumps over the lazy dog in Paris on a Tuesday".split()
-    for seed in range(count):
-        rng = np.random.default_rng(100 + seed)
-        n = int(rng.integers(1, 40))
-        text = " ".join(rng.choice(words, size=int(rng.integers(1, 12))))
-        logprobs = -rng.exponential(2.0, n)
-        if seed % 3 == 0:  # ties
-            logprobs = -rng.integers(0, 4, n).astype(float) - 0.5
-        vocabulary = int(rng.integers(2, 30))
-        log_freq = np.log(rng.dirichlet(np.ones(vocabulary)))
-        yield (
-            f"random {seed}",
-            text_inputs(
-                text,
-                logprobs,
-                rng.integers(0, vocabulary, n),
-                logprobs - rng.random(n),
-                rng.random(n) * 2,
-                log_freq,
-                settings,
-                seed,
-                ("paper", "reference-code", "truncated")[seed % 3],
-            ),
-        )
+@pytest.mark.parametrize("rule", BROKEN)
+def test_the_battery_names_the_rule_a_broken_entry_breaks(rule):
+    changes, message = BROKEN[rule]
+    broken = dataclasses.replace(TOY, **changes)
+    with pytest.raises(AssertionError, match=f"method '{broken.name}': .*{message}"):
+        check_method(broken)
 
 
 # -- the registry keeps its promise --------------------------------------------------------------
@@ -167,72 +150,11 @@ def test_a_method_name_registered_twice_is_refused_naming_both_citations():
         registry.register(twin)
 
 
-@pytest.mark.parametrize("name", METHOD_NAMES)
-def test_every_method_scores_as_its_reference_implementation(name):
-    """The registered score (a pdd_metrics function) equals the entry's plain reference computation
-    on hand-made texts (one token, ties, sigma 0, a binding cap) and random ones, under the default
-    settings and two others, with prefixed requests of n, n + 1 and fewer tokens."""
-    method = METHODS[name]
-    checked = 0
-    for metadata in SETTINGS_CASES:
-        settings = ScoringSettings.from_metadata(metadata)
-        for case, inputs in [*hand_made_cases(settings), *random_cases(settings)]:
-            checked += 1
-            if method.generations is not None and name not in inputs.generations:  # a text it cannot split
-                with pytest.raises(ValueError):
-                    method.score(inputs, settings)
-                continue
-            expected = method.reference(inputs, settings)
-            assert method.score(inputs, settings) == pytest.approx(expected, rel=1e-12, abs=1e-15), (case, metadata)
-    assert checked == len(SETTINGS_CASES) * (3 * len(HAND_MADE) + 20)
-
-
-@pytest.mark.parametrize("name", METHOD_NAMES)
-def test_reference_implementations_do_not_call_pdd_metrics(name):
-    """A reference that called the scoring function would compare it with itself."""
-    reference = METHODS[name].reference
-    assert reference is not METHODS[name].score
-    names = set(reference.__code__.co_names) | set(reference.__code__.co_freevars)
-    assert not names & set(pdd_metrics.__all__), name
-
-
-@pytest.mark.parametrize("name", METHOD_NAMES)
-@pytest.mark.parametrize(
-    ("bad", "message"),
-    [
-        (np.array([]), "got 0 tokens; an empty text cannot be scored"),
-        (np.array([-1.0, np.nan, -2.0]), "token_logprobs has 1 non-finite value"),
-        (np.array([-1.0, -np.inf, -2.0]), "token_logprobs has 1 non-finite value"),
-        (np.array([[-1.0, -2.0]]), "must be a 1-D array"),
-    ],
-)
-def test_every_method_refuses_an_empty_text_a_nan_and_a_2d_array(name, bad, message):
-    if METHODS[name].generations is not None and METHODS[name].extra_requests is None:
-        pytest.skip("scores generated texts, no log-probs (the text itself is still scored and checked)")
-    settings = ScoringSettings()
-    inputs = text_inputs("Hello", [-1.0, -2.0, -0.5], [1, 2, 3], [-1.0] * 3, [1.0] * 3, LOG_F, settings)
-    inputs = dataclasses.replace(inputs, logprobs=bad, token_ids=np.arange(bad.size), mu=np.full(bad.shape, -1.0))
-    inputs = dataclasses.replace(inputs, sigma=np.ones(bad.shape), top1=np.zeros(bad.shape))
-    with pytest.raises(ValueError, match=message):
-        METHODS[name].score(inputs, settings)
-
-
 def test_the_catalogue_imports_without_the_harness_or_torch():
     """The registry names its prepare hooks by path: importing it loads neither lm-eval nor torch."""
     code = "import sys, pdd_tasks.registry; print(sorted(m for m in ('lm_eval', 'torch') if m in sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
-
-
-@pytest.mark.parametrize("name", [name for name in METHOD_NAMES if METHODS[name].prepare])
-def test_every_prepare_hook_resolves_to_a_function(name):
-    assert callable(registry.prepare_hook(METHODS[name].prepare))
-
-
-def test_names_are_metric_prefixes_and_citations_are_given():
-    for name, method in METHODS.items():
-        assert name.isidentifier() and name == name.lower()
-        assert method.citation
 
 
 def test_the_families_register_their_methods_in_table_order():
@@ -253,8 +175,9 @@ def test_defaults_are_the_seven_base_methods_in_table_order():
     assert "lowercase" not in ScoringSettings.from_metadata({"lowercase": False}).methods
 
 
-def test_every_default_passes_its_own_check():
-    for setting in SETTINGS:
+def test_every_default_of_the_scoring_path_and_em_mia_passes_its_own_check():
+    """The methods' own settings are check_method's (check_settings)."""
+    for setting in (*registry.GENERAL_SETTINGS, *registry.EM_MIA_SETTINGS):
         if setting.default is not None:
             assert setting.check(setting.name, setting.default) == setting.default, setting.name
 
@@ -342,17 +265,8 @@ def test_settings_of_methods_that_are_off_are_named(caplog):
     assert registry.settings_of_methods_off(off, ScoringSettings.from_metadata(off)) == []
 
 
-@pytest.mark.parametrize("case", SETTINGS_CASES)
-def test_requests_per_text_counts_what_each_method_asks_for(case):
-    settings = ScoringSettings.from_metadata(case)
-    prepared = Prepared(np.zeros(3))
-    text = "A text of several words, long enough for every method to ask for its requests."
-    for name in settings.methods:
-        method = METHODS[name]
-        asked = len(method.extra_requests(text, settings, prepared)) if method.extra_requests else 0
-        asked += len(method.generations(text, settings, prepared)) if method.generations else 0
-        if name == "neighbor":  # the stand-in's neighbours are 3; the real generator's, neighbor_count at most
-            continue
-        assert asked == method.requests_per_text(settings), name
+def test_planned_requests_are_the_texts_times_one_plus_each_method_s_requests():
+    settings = ScoringSettings.from_metadata({"pac": True, "pac_augmentations": 3, "samia": True, "samia_samples": 2})
     planned, extra = registry.planned_requests(7, settings)
-    assert planned == 7 * (1 + sum(count for _, count in extra))
+    assert extra == [("lowercase", 1), ("pac", 3), ("samia", 2)]
+    assert planned == 7 * (1 + 1 + 3 + 2)

@@ -51,7 +51,8 @@ def authors_samia(text: str, outputs: list[str], zlib_weighted: bool) -> float:
 
 
 def test_doctests():
-    assert doctest.testmod(pdd_metrics.samia).failed == 0
+    result = doctest.testmod(pdd_metrics.samia)
+    assert result.attempted > 0 and result.failed == 0  # examples dropped fail too
 
 
 WORDS = "the The cat sat on a mat, Paris Paris. 1912 in of and é 東京".split()

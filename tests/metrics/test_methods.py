@@ -346,7 +346,7 @@ def test_dcpdd_errors():
 # ---------------------------------------------------------------- shared input errors
 
 # Every registered method (these functions through their registry entries) refuses an empty text, a
-# NaN and a 2-D array with the same message: tests/methods/test_registry.py.
+# NaN and a 2-D array with the same message: check_method (pdd_tasks/registry/checks.py).
 
 
 def test_lowercase_empty_second_array_raises():
