@@ -48,4 +48,5 @@ def test_bad_p_values_are_refused(bad):
 
 
 def test_doctest():
-    assert doctest.testmod(pdd_metrics.multiple_testing).failed == 0
+    result = doctest.testmod(pdd_metrics.multiple_testing)
+    assert result.failed == 0 and result.attempted > 0  # examples that ran, none failed
