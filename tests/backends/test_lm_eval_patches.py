@@ -396,7 +396,17 @@ def test_doctests():
 
 
 #: The modules of pdd_tasks.lm_eval_patches, in the order its __init__ imports them (that of PATCHES).
-PACKAGE_MODULES = ("core", "excepthook", "huggingface", "collator", "vllm", "completions", "stderr", "evaluator", "output")
+PACKAGE_MODULES = (
+    "core",
+    "excepthook",
+    "huggingface",
+    "collator",
+    "vllm",
+    "completions",
+    "stderr",
+    "evaluator",
+    "output",
+)
 
 
 def test_the_package_is_its_core_and_one_module_per_target():
