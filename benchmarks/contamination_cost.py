@@ -1,25 +1,30 @@
-"""What a contamination check costs beside the eval it checks (issue 33, item 4).
+"""What a contamination check costs beside the eval it checks (issue 33, item 4; issue 45, item 1).
 
 An ARC-shaped local task of ``--examples`` four-choice questions (lm-eval's stock ``arc_easy`` YAML
 pointed at a local file; each question a cloze of a WikiMIA text shipped with the package, its blank
 among 3 words of other texts): the requests lm-eval builds for the eval itself (one per choice), and
 those ``pdd_contamination`` builds for CoDeC and for the exchangeability test at each ``--settings``
-(``shards x permutations``; the defaults 50 x 250 first), counted as requests, as tokens of the
-default model's tokenizer (context and continuation of each request, one start token where the
-tokenizer adds one) and as tokens forwarded: the stock HF backend forwards requests that differ only
-in a one-token continuation once (lm-eval's logits cache: a question with one-token choices is one
-pass, not four), the pdd capture every request. On a CPU or GPU forward pass a token of a short
-sequence costs about the same as any other, so the ratio of tokens forwarded is the cost ratio. No
-model is run.
+(``shards x permutations``; the defaults 50 x 250 first), each encoded as the stock HF backend encodes
+it (default model's tokenizer), counted as requests, tokens and tokens forwarded. The stock HF backend
+forwards the requests of one call that differ only in their last token once (lm-eval's logits cache: a
+question with one-token choices is one pass, not four). In one run the eval and the check are one call,
+so CoDeC's no-context request (the question with its gold answer, split after its first words) rides on
+the eval's pass of the same tokens (patch ``logits-cache-own-positions``; ``codec.share_passes`` false
+sends CoDeC's requests in a call of their own). The second table gives the check's cost in the eval's
+run (tokens the run forwards less the eval's alone) not shared, shared, and the floor where each
+in-context request's context example were also read from that example's pass (kept keys and values,
+which the HF backend does not do). On a CPU or GPU forward pass a token of a short sequence costs
+about the same as any other, so the ratio of tokens forwarded is the cost ratio. No model is run.
 
 ``--time N`` then runs the model too, with the real ``lm_eval`` command (HF, float32, batch size 8,
-on ``--device``): the eval alone (``--tasks arc_easy_cost``), then the check alone (``--tasks
-pdd_contamination``, the eval as its source task, CoDeC at its defaults, the exchangeability test at
-the first ``--settings``), N times each in turn; the median wall time of each, model load included,
-and their ratio beside that of the tokens forwarded.
+on ``--device``): the eval alone (``--tasks arc_easy_cost``), and the eval with the check in one run
+(``--tasks arc_easy_cost,pdd_contamination``, CoDeC at its defaults, the exchangeability test at the
+first ``--settings``) with its passes shared and not, N times each in turn; the median wall time of each,
+model load included, and the check's cost as the difference from the eval alone. The check logs its
+planned request count before scoring (``pdd_contamination: N requests planned``).
 
     python benchmarks/contamination_cost.py --examples 1000 --settings 50x250 50x20 50x10 50x4 20x4
-    python benchmarks/contamination_cost.py --examples 200 --settings 50x1 --time 2
+    python benchmarks/contamination_cost.py --examples 1000 --settings 50x1 --time 1
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from pathlib import Path
 import numpy as np
 from _common import lm_eval_run, machine
 
+from pdd_tasks.dataset_tests.codec import DEFAULT_SEPARATOR as CODEC_SEPARATOR
 from pdd_tasks.loading.benchmark_data import PACKAGED_DATA
 from pdd_tasks.loading.files import read_jsonl
 
@@ -80,25 +86,55 @@ def task_folder(folder: Path, examples: int) -> Path:
     return folder
 
 
-def request_tokens(instances, tokenizer, logits_cache: bool = False) -> tuple[int, int, int]:
-    """(requests, tokens, tokens forwarded) of lm-eval request ``instances``: each request's context and
-    continuation, and the start token where the tokenizer adds one. With ``logits_cache`` (the stock HF
-    backend's default, ``HFLM(logits_cache=True)``) requests whose context and continuation but its last
-    token are the same share one forward pass (lm-eval groups them by ``context + continuation[:-1]``:
-    a multiple-choice question with one-token choices is forwarded once), which forwards the longest of
-    each group; without it (the pdd capture, whose requests here share no prefix) every request is."""
-    start = len(tokenizer("x").input_ids) - len(tokenizer("x", add_special_tokens=False).input_ids)
-    groups: dict[tuple[int, ...], int] = {}
-    tokens = 0
-    for index, instance in enumerate(instances):
-        context, continuation = instance.args
-        context_ids = tokenizer(context, add_special_tokens=False).input_ids
-        continuation_ids = tokenizer(continuation, add_special_tokens=False).input_ids
-        length = len(context_ids) + len(continuation_ids) + start
-        tokens += length
-        key = tuple(context_ids + continuation_ids[:-1]) if logits_cache else (index,)
-        groups[key] = max(groups.get(key, 0), length)
-    return len(instances), tokens, sum(groups.values())
+def encode_request(instance, tokenizer) -> tuple[list[int], int]:
+    """``(tokens, context length)`` of a loglikelihood request as the stock HF backend encodes it
+    (``HFLM.loglikelihood``, ``_encode_pair``): an empty context is the start token (BOS, else EOS); a
+    context's trailing spaces move to the continuation; the whole text is encoded once and cut after the
+    context's own encoding, so two requests of the same text split at different points have the same
+    tokens (an eval's question with its gold answer and CoDeC's no-context request of it)."""
+    context, continuation = instance.args
+    start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    if not context:
+        return [start, *tokenizer(continuation, add_special_tokens=False).input_ids], 1
+    spaces = len(context) - len(context.rstrip())
+    if spaces:
+        context, continuation = context[:-spaces], context[-spaces:] + continuation
+    whole = tokenizer(context + continuation, add_special_tokens=False).input_ids
+    return whole, len(tokenizer(context, add_special_tokens=False).input_ids)
+
+
+def forwarded(calls: list[list[list[int]]]) -> int:
+    """Tokens the stock HF backend forwards for ``calls`` (each a ``loglikelihood`` call's requests, as
+    token lists): its logits cache (``HFLM(logits_cache=True)``, the default) forwards the requests of a
+    call with the same tokens but the last once, the longest of them (lm-eval groups them by ``context +
+    continuation[:-1]``: a question with one-token choices is one pass, and so is a question with its gold
+    answer that two tasks of the run score, patch ``logits-cache-own-positions``); requests of different
+    calls share nothing."""
+    total = 0
+    for call in calls:
+        groups: dict[tuple[int, ...], int] = {}
+        for tokens in call:
+            key = tuple(tokens[:-1])
+            groups[key] = max(groups.get(key, 0), len(tokens))
+        total += sum(groups.values())
+    return total
+
+
+def reusable_context(codec_instances, tokenizer) -> int:
+    """Tokens of CoDeC's in-context requests that begin with their context example's own tokens (the
+    longest common prefix with that example's pass, which the same run forwards): what a backend that
+    kept that pass's keys and values (HF ``past_key_values``, vLLM's prefix cache) would not forward again."""
+    reused = 0
+    for instance in codec_instances:
+        context, _ = instance.args
+        if instance.doc["prefix"] == context:
+            continue  # the no-context request
+        example = context[: -len(instance.doc["prefix"])].removesuffix(CODEC_SEPARATOR)
+        tokens = encode_request(instance, tokenizer)[0]
+        own = tokenizer(example, add_special_tokens=False).input_ids
+        same = next((i for i, (a, b) in enumerate(zip(tokens, own, strict=False)) if a != b), min(len(tokens), len(own)))  # fmt: skip
+        reused += min(same, len(own) - 1)  # the example's pass holds its tokens but the last
+    return reused
 
 
 def contamination_task(metadata: dict):
@@ -113,13 +149,33 @@ def contamination_task(metadata: dict):
     return task
 
 
+def timed_runs(args, folder: Path, metadata: dict) -> dict[str, list[float]]:
+    """``--time``: the real ``lm_eval`` runs, ``args.time`` times each in turn: the eval alone, and the eval with
+    the check in one run, its passes shared and not (``codec.share_passes``); wall seconds of each."""
+    from pdd_tasks.paths import tasks_path
+
+    (folder / "pdd_contamination.yaml").write_text(f"include: {Path(tasks_path()) / 'contamination' / 'pdd_contamination.yaml'}\n")  # fmt: skip
+    tasks = "arc_easy_cost,pdd_contamination"
+    runs = {
+        "eval": ("arc_easy_cost", None),
+        "eval + check, shared": (tasks, metadata),
+        "eval + check, not shared": (tasks, {**metadata, "codec": {"share_passes": False}}),
+    }
+    seconds: dict[str, list[float]] = {label: [] for label in runs}
+    for repeat in range(args.time):
+        for number, (label, (task, meta)) in enumerate(runs.items()):
+            out = folder / f"runs-{repeat}-{number}"
+            seconds[label].append(lm_eval_run(args.model, task, out, include=folder, metadata=meta, device=args.device)[0])  # fmt: skip
+    return seconds
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=1000)
     parser.add_argument("--settings", nargs="+", default=["50x250", "50x20", "50x10", "50x4", "20x4"])
     parser.add_argument("--model", default=None, help="whose tokenizer counts the tokens (default: the default model)")
     parser.add_argument(
-        "--time", type=int, default=0, metavar="N", help="also time the eval and the check N times each"
+        "--time", type=int, default=0, metavar="N", help="also time the eval alone and with the check, N times each"
     )
     parser.add_argument("--device", default="cpu", help="--time: lm_eval's --device (cpu, cuda)")
     args = parser.parse_args()
@@ -135,9 +191,10 @@ def main() -> int:
         folder = task_folder(Path(tmp), args.examples)
         eval_task = get_task_dict(["arc_easy_cost"], TaskManager(include_path=str(folder)))["arc_easy_cost"]
         eval_task.build_all_requests(limit=None, rank=0, world_size=1)
-        rows = [
-            ("the eval itself (arc_easy, 0-shot)", *request_tokens(eval_task.instances, tokenizer, logits_cache=True))
-        ]
+        evals = [encode_request(i, tokenizer)[0] for i in eval_task.instances]
+        eval_forwarded = forwarded([evals])
+        rows = [("the eval itself (arc_easy, 0-shot)", len(evals), sum(map(len, evals)), eval_forwarded)]
+        one_run = []
         for setting in args.settings:
             shards, permutations = (int(x) for x in setting.split("x"))
             metadata = {
@@ -146,37 +203,52 @@ def main() -> int:
                 "exchangeability": {"num_shards": shards, "permutations": permutations, "max_requests": 10**6},
             }
             check = contamination_task(metadata)
-            for test in ("codec", "exchangeability"):
-                if test == "codec" and setting != args.settings[0]:
-                    continue  # CoDeC's requests do not depend on the exchangeability settings
-                mine = [i for i in check.instances if i.doc["test"] == test]
-                label = "CoDeC (defaults: 1 in-context example, up to 1,000 examples)" if test == "codec" else f"exchangeability {shards} x {permutations}"  # fmt: skip
-                rows.append((label, *request_tokens(mine, tokenizer)))
-        seconds: dict[str, list[float]] = {"eval": [], "check": []}
+            tests = {
+                test: [i for i in check.instances if i.doc["test"] == test] for test in ("codec", "exchangeability")
+            }
+            tokens = {test: [encode_request(i, tokenizer)[0] for i in mine] for test, mine in tests.items()}
+            if setting == args.settings[0]:  # CoDeC's requests do not depend on the exchangeability settings
+                label = "CoDeC (defaults: 1 in-context example, up to 1,000 examples)"
+                rows.append((label, len(tokens["codec"]), sum(map(len, tokens["codec"])), forwarded([tokens["codec"]])))
+                reused = reusable_context(tests["codec"], tokenizer)
+            label = f"exchangeability {shards} x {permutations}"
+            exchange = tokens["exchangeability"]
+            rows.append((label, len(exchange), sum(map(len, exchange)), forwarded([exchange])))
+            shared = forwarded([evals + tokens["codec"] + tokens["exchangeability"]])
+            apart = forwarded([evals + tokens["exchangeability"], tokens["codec"]])
+            one_run.append((setting, apart - eval_forwarded, shared - eval_forwarded, shared - reused - eval_forwarded))
         shards, permutations = (int(x) for x in args.settings[0].split("x"))
         check_metadata = {
             "source_tasks": ["arc_easy_cost"],
             "source_include_path": str(folder),
             "exchangeability": {"num_shards": shards, "permutations": permutations},
         }
-        for repeat in range(args.time):
-            out = folder / f"runs-{repeat}"
-            eval_run = lm_eval_run(args.model, "arc_easy_cost", out / "eval", include=folder, device=args.device)
-            check_run = lm_eval_run(args.model, "pdd_contamination", out / "check", metadata=check_metadata, device=args.device)  # fmt: skip
-            seconds["eval"].append(eval_run[0])
-            seconds["check"].append(check_run[0])
-    eval_forwarded = rows[0][3]
-    check_forwarded = rows[1][3] + rows[2][3]  # CoDeC and the exchangeability test at the first setting
+        seconds = timed_runs(args, folder, check_metadata) if args.time else {}
     print(f"ARC-shaped task of {args.examples} examples; tokens of {Path(args.model).name}'s tokenizer; {machine()}\n")
+    print("Each alone:\n")
     print("| requests of | requests | tokens | tokens forwarded | forwarded / the eval's |\n|---|---|---|---|---|")
-    for label, requests, tokens, forwarded in rows:
-        print(f"| {label} | {requests:,} | {tokens:,} | {forwarded:,} | {forwarded / eval_forwarded:.2f} |")
-    if args.time:
-        eval_time, check_time = statistics.median(seconds["eval"]), statistics.median(seconds["check"])
+    for label, requests, tokens, count in rows:
+        print(f"| {label} | {requests:,} | {tokens:,} | {count:,} | {count / eval_forwarded:.2f} |")
+    print(
+        "\nThe check (CoDeC and the exchangeability test) in the eval's run: tokens forwarded by the run less the"
+        " eval's own, and that / the eval's. Not shared: codec.share_passes false (CoDeC in a call of its own);"
+        " shared: the default (its no-context requests on the eval's passes); floor: shared, and each in-context"
+        " request's context example read from that example's pass (kept keys and values; not done on HF)\n"
+    )
+    print("| exchangeability | not shared | shared | floor, the context reused |\n|---|---|---|---|")
+    for setting, apart, shared, floor in one_run:
+        cells = " | ".join(f"{count:,} ({count / eval_forwarded:.2f})" for count in (apart, shared, floor))
+        print(f"| {setting} | {cells} |")
+    if seconds:
+        medians = {label: statistics.median(values) for label, values in seconds.items()}
+        base = medians.pop("eval")
         print(
             f"\nWall time, real lm_eval (HF, {args.device}, float32, batch 8, model load included), median of {args.time}:"
-            f" the eval {eval_time:.0f} s, the check ({args.settings[0]}) {check_time:.0f} s: {check_time / eval_time:.2f}"
-            f" times the eval (tokens forwarded: {check_forwarded / eval_forwarded:.2f})"
+            f" the eval alone {base:.0f} s; "
+            + "; ".join(
+                f"{label} {value:.0f} s (the check: {value - base:.0f} s, {(value - base) / base:.2f} times the eval)"
+                for label, value in medians.items()
+            )
         )
     return 0
 

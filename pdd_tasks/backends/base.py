@@ -245,16 +245,36 @@ def route_requests(lm, requests: list, stock, answer, disable_tqdm: bool = False
         **kwargs: passed to ``stock`` unchanged.
 
     Returns:
-        One answer per request, in request order; the other requests get exactly the stock answer.
+        One answer per request, in request order; the other requests get exactly the stock answer
+        (in one call, or two where some may not share passes: :func:`stock_in_calls`).
     """
     picked = [ours(request) for request in requests]
     if not any(picked):
-        return stock(lm, requests, disable_tqdm=disable_tqdm, **kwargs)
+        return stock_in_calls(lm, requests, stock, disable_tqdm, **kwargs)
     others = [request for request, is_ours in zip(requests, picked, strict=True) if not is_ours]
-    stock_answers = iter(stock(lm, others, disable_tqdm=disable_tqdm, **kwargs) if others else ())
+    stock_answers = iter(stock_in_calls(lm, others, stock, disable_tqdm, **kwargs) if others else ())
     own = [request for request, is_ours in zip(requests, picked, strict=True) if is_ours]
     own_answers = iter(answer(lm, own, disable_tqdm=disable_tqdm))
     return [next(own_answers) if is_ours else next(stock_answers) for is_ours in picked]
+
+
+def shares_passes(request) -> bool:
+    """Whether an ordinary request may share a forward pass with the other requests of its call (the
+    backend's own sharing: the HF logits cache, patch ``logits-cache-own-positions``); False for a
+    dataset-level test's request made with ``share_passes: false`` (:func:`stock_in_calls`)."""
+    return getattr(request, "share_passes", True)
+
+
+def stock_in_calls(lm, requests: list, stock, disable_tqdm: bool = False, **kwargs) -> list:
+    """The stock answers of ``requests``: those that may share passes (:func:`shares_passes`) in one
+    call, the others in a call of their own (so none of their passes is shared with the first call's,
+    as if they were run alone), and the answers back in request order. One call where all may share."""
+    sharing = [shares_passes(request) for request in requests]
+    if all(sharing):
+        return stock(lm, requests, disable_tqdm=disable_tqdm, **kwargs)
+    calls = [[request for request, shares in zip(requests, sharing, strict=True) if shares == wanted] for wanted in (True, False)]  # fmt: skip
+    shared, apart = (iter(stock(lm, call, disable_tqdm=disable_tqdm, **kwargs) if call else ()) for call in calls)
+    return [next(shared) if shares else next(apart) for shares in sharing]
 
 
 class EncodedText(NamedTuple):

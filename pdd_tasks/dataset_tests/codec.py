@@ -50,7 +50,7 @@ from pdd_metrics.codec import DEFAULT_CONTEXT_EXAMPLES, context_draws, fewest_ex
 from pdd_metrics.combine import pooled_codec
 from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE, Evidence, codec_evidence, codec_examples_needed
 from pdd_tasks.dataset_tests.core import DatasetTest, NotApplicable, Reading, or_null, register, string
-from pdd_tasks.registry import Setting, whole_number, whole_number_or_zero, with_stderr
+from pdd_tasks.registry import Setting, flag, whole_number, whole_number_or_zero, with_stderr
 
 
 logger = logging.getLogger(__name__)
@@ -115,6 +115,14 @@ SETTINGS = (
         DEFAULT_MAX_EXAMPLES,
         or_null(whole_number),
         "a random subset of this many examples of a larger source (reference code: 1000); null: all.",
+    ),
+    Setting(
+        "share_passes",
+        True,
+        flag,
+        "the no-context request (the example: its question with its gold answer) may share its forward pass with "
+        "the eval of the same run, which forwards the same tokens (HF's logits cache; each answered on its own "
+        "positions: patch logits-cache-own-positions); false: forwarded in a call of its own, as if run alone.",
     ),
 )
 

@@ -119,13 +119,16 @@ def refuse_run_options(task: str, limit=None, apply_chat_template=False, system_
         )
 
 
-def loglikelihood_requests(task: str, doc: dict, doc_id: int, arguments: list[tuple[str, str]], **kwargs) -> list:
+def loglikelihood_requests(
+    task: str, doc: dict, doc_id: int, arguments: list[tuple[str, str]], share_passes: bool = True, **kwargs
+) -> list:
     """Ordinary ``loglikelihood`` requests of one document of ``task`` (a dataset-level test's):
     one per ``(context, continuation)`` in ``arguments``, in that order (``kwargs``: those of
-    ``construct_requests``)."""
+    ``construct_requests``). ``share_passes=False`` marks them to be answered in a call of their own
+    (:func:`pdd_tasks.backends.base.stock_in_calls`), sharing no forward pass with the run's other requests."""
     from lm_eval.api.instance import Instance
 
-    return [
+    requests = [
         Instance(
             request_type="loglikelihood",
             doc=doc,
@@ -135,6 +138,10 @@ def loglikelihood_requests(task: str, doc: dict, doc_id: int, arguments: list[tu
         )
         for index, argument in enumerate(arguments)
     ]
+    if not share_passes:
+        for request in requests:
+            request.share_passes = False
+    return requests
 
 
 def scored_texts(docs: list[dict], limit=None, samples=None) -> list[str]:

@@ -153,8 +153,10 @@ class DatasetTestTask(ConfigurableTask):
 
     def construct_requests(self, doc: dict, ctx, **kwargs) -> list:
         test = DATASET_TESTS[doc["test"]]
-        arguments = test.requests(doc, self.settings[(doc["source_task"], doc["test"])])
-        return loglikelihood_requests(self.config.task, doc, doc["doc_index"], arguments, **kwargs)
+        settings = self.settings[(doc["source_task"], doc["test"])]
+        arguments = test.requests(doc, settings)
+        share = getattr(settings, "share_passes", True)
+        return loglikelihood_requests(self.config.task, doc, doc["doc_index"], arguments, share_passes=share, **kwargs)
 
     def process_results(self, doc: dict, results: list) -> dict:
         test = DATASET_TESTS[doc["test"]]

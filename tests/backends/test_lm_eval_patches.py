@@ -40,8 +40,9 @@ import lm_eval.api.metrics, lm_eval.api.model, lm_eval.api.registry, lm_eval.eva
 from lm_eval.models.huggingface import HFLM
 from lm_eval.models import openai_completions as oc
 from lm_eval.loggers.evaluation_tracker import EvaluationTracker
+from lm_eval.models.utils import Collator
 
-WATCHED = [HFLM, oc.LocalCompletionsAPI, oc.OpenAICompletionsAPI, oc.LocalChatCompletion, oc.OpenAIChatCompletion,
+WATCHED = [HFLM, Collator, oc.LocalCompletionsAPI, oc.OpenAICompletionsAPI, oc.LocalChatCompletion, oc.OpenAIChatCompletion,
            lm_eval.api.model.TemplateLM, lm_eval.evaluator_utils, lm_eval.evaluator, lm_eval.api.metrics, sys,
            EvaluationTracker]
 
@@ -140,6 +141,7 @@ print(json.dumps({
         "hf-loglikelihood",
         "hf-seeded-generation",
         "hf-cpu-processes",
+        "logits-cache-own-positions",
         "vllm-loglikelihood",
         "vllm-prompt-logprob-arrays",
         "vllm-worker-prompt-stats",
@@ -156,6 +158,7 @@ print(json.dumps({
     assert result["applied"] == [name for name in result["listed"] if name != "vllm-worker-prompt-stats"]
     assert result["changed"] == [
         "BackgroundResources.__call__",
+        "Collator.get_cache",
         "EvaluationTracker.save_results_aggregated",
         "EvaluationTracker.save_results_samples",
         "HFLM.generate_until",
@@ -393,7 +396,17 @@ def test_doctests():
 
 
 #: The modules of pdd_tasks.lm_eval_patches, in the order its __init__ imports them (that of PATCHES).
-PACKAGE_MODULES = ("core", "excepthook", "huggingface", "vllm", "completions", "stderr", "evaluator", "output")
+PACKAGE_MODULES = (
+    "core",
+    "excepthook",
+    "huggingface",
+    "collator",
+    "vllm",
+    "completions",
+    "stderr",
+    "evaluator",
+    "output",
+)
 
 
 def test_the_package_is_its_core_and_one_module_per_target():

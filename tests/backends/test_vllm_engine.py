@@ -549,6 +549,40 @@ def test_stock_task_answers_unchanged_beside_pdd_tasks(vllm_exact, vllm_topk, ti
     assert stock_answers(vllm_topk) == expected  # in one call: the engine gets the same prompts
 
 
+def test_codec_beside_its_eval_is_the_same_with_its_passes_shared_or_not(tiny_model, task_dir, tmp_path):
+    """``pdd_contamination`` (CoDeC) beside the stock task it checks, with ``codec.share_passes`` on and off
+    (off: CoDeC's requests in a stock call of their own, ``stock_in_calls``): every example's Delta, so its
+    indicator, and the stock task's answers are the same (vLLM has no logits cache: nothing is shared on it
+    yet, docs/dataset-tests.md "What a check costs"; a different batch may round differently)."""
+    runs = {}
+    for share in (True, False):
+        directory = tmp_path / f"share-{share}"
+        directory.mkdir()
+        metadata = {"source_tasks": [STOCK], "source_include_path": str(task_dir), "tests": ["codec"]}
+        args = harness_args(
+            f"{cpu_float32(tiny_model)},{VLLM_ENGINE_ARGS}",
+            f"{STOCK},pdd_contamination",
+            directory / "out",
+            model="vllm",
+            include=task_dir,
+            batch_size="auto",
+            metadata={**metadata, "codec": {"share_passes": share}},
+        )
+        finished, _ = vllm_lm_eval(args, cwd=directory, home=directory / "home")
+        assert finished.returncode == 0, f"{finished.stdout[-4000:]}\n{finished.stderr[-8000:]}"
+        runs[share] = directory / "out"
+    on, off = (
+        {s["doc"]["example"]: s[f"codec_score/{STOCK}"] for s in read_samples(out, "pdd_contamination")}
+        for out in runs.values()
+    )
+    assert on.keys() == off.keys() and len(on) == 12
+    for example, delta in on.items():
+        assert delta == pytest.approx(off[example], abs=1e-4) and (delta < 0) == (off[example] < 0)
+    shared, apart = (stock_answers(out) for out in runs.values())
+    assert [flag for _, flag in shared] == [flag for _, flag in apart]
+    assert [total for total, _ in shared] == pytest.approx([total for total, _ in apart], abs=1e-4)
+
+
 # -- a mistake ----------------------------------------------------------------------------------------
 
 

@@ -193,12 +193,17 @@ def test_contamination_cost_counts_the_check_beside_the_eval():
     assert 0 < eval_forwarded < eval_tokens
     shard_tokens, shard_forwarded = rows["| exchangeability 4 x 1"][1:3]
     assert shard_tokens == shard_forwarded
+    # in the eval's run: CoDeC's no-context requests ride on the eval's passes; the floor reads each in-context
+    # request's context example from that example's pass too
+    apart, shared, floor = (int(cell.split(" (")[0].replace(",", "")) for cell in rows["| 4x1"])
+    assert 0 < floor < shared < apart
 
 
 def test_contamination_cost_times_the_eval_and_the_check():
     process = run_here("contamination_cost.py", "--examples", "8", "--settings", "2x1", "--time", "1")
     assert process.returncode == 0, process.stderr[-3000:]
-    assert "median of 1: the eval " in process.stdout and "the check (2x1) " in process.stdout
+    assert "median of 1: the eval alone " in process.stdout
+    assert "; eval + check, shared " in process.stdout and "; eval + check, not shared " in process.stdout
 
 
 # ------------------------------------------------------------------ scripts that read a run's samples
