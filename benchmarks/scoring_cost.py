@@ -1,7 +1,7 @@
 """Scoring time and peak memory against the number of texts and their length (issue 45, item 3), so
 that a run's cost can be predicted before it starts.
 
-    python benchmarks/scoring_cost.py [--texts 100 300 1000 3000] [--words 32 128]
+    python benchmarks/scoring_cost.py [--texts 100 300 1000] [--words 32 128]
         [--wikimia 32 64 128 256] [--dtype bfloat16|float32] [--batch-size 8] [--model default|<dir>]
         [--freq-table T.npz] [--json benchmarks/results/scoring_cost.json] [--plot docs/img/scoring_cost.png]
 
@@ -50,7 +50,7 @@ PREDICT_UP_TO = 10_000
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--texts", type=int, nargs="*", default=[100, 300, 1000, 3000], help="synthetic cells' N")
+    parser.add_argument("--texts", type=int, nargs="*", default=[100, 300, 1000], help="synthetic cells' N")
     parser.add_argument("--words", type=int, nargs="*", default=[32, 128], help="synthetic cells' words per text")
     parser.add_argument("--wikimia", type=int, nargs="*", default=[32, 64, 128, 256], help="WikiMIA splits to score")
     parser.add_argument("--wikimia-texts", type=int, default=None, help="the first N texts of each split (default all)")
