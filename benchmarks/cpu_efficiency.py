@@ -2,7 +2,7 @@
 (issue 34, item 2).
 
     python benchmarks/cpu_efficiency.py [--task pdd_wikimia] [--texts N] [--dtype float32|bfloat16]
-        [--batch-size 8] [--json out.json]
+        [--batch-size 8] [--profile BATCHES] [--json out.json]
 
 1. **The scoring**: the default model as ``HFLM`` (CPU, ``--dtype``, ``--batch-size``) answers the
    per-token requests of every task of ``--task`` (a group, such as the demo's ``pdd_wikimia``: all in one
@@ -21,6 +21,13 @@
 3. **The peak**: ``torch.mm`` in ``--dtype`` (torch's threads as set: one per core by default), the best
    of 5 timings of each shape: square n = 2,048, and the model's own largest products at the mean batch's
    positions (the MLP's up projection and the LM head). GFLOP/s = 2 M N K / seconds.
+
+4. **Where the model calls' time goes** (``--profile N``, after the timed run): ``N`` of the run's own
+   batches (evenly spaced through its length-sorted order) forwarded again under ``torch.profiler``
+   (``record_shapes``), and each op's self time as a share of theirs: the matrix products by weight
+   shape (named: attention projections, MLP, LM head) with their GFLOP/s, the attention kernel, and the
+   other ops (RMSNorm, SiLU, rotary embedding, copies) by name. Shares of one run's time hold under a
+   busy machine better than seconds do.
 
 Prints the machine, a table of where the time went and a table of the rates; ``--json`` keeps them.
 """
@@ -48,6 +55,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--texts", type=int, default=None, help="the first N texts of each task (default: all)")
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--profile", type=int, default=0, metavar="BATCHES", help="profile this many model calls")
     add_json_option(parser)
     args = parser.parse_args()
     refuse_existing_json(args)
@@ -94,6 +102,7 @@ class CountedModelCalls:
     def __init__(self, lm: HFLM) -> None:
         self.seconds, self.batches, self.positions, self.tokens, self.attention = 0.0, 0, 0, 0, 0.0
         self._stock, self._config = lm._model_call, lm.model.config
+        self.inputs: list[torch.Tensor] = []  # every batch's padded input ids, for --profile
         lm._model_call = self
 
     def __call__(self, inputs, *args, **kwargs):
@@ -107,7 +116,63 @@ class CountedModelCalls:
         self.batches += 1
         self.positions += rows * length
         self.attention += attention_flops(self._config, rows, length)
+        self.inputs.append(inputs)
         return out
+
+
+def weight_names(config) -> dict[tuple[int, int], str]:
+    """The matrix products of a Llama-style decoder by their weight's (in, out) shape."""
+    hidden, heads = config.hidden_size, config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or hidden // heads
+    kv = (getattr(config, "num_key_value_heads", None) or heads) * head_dim
+    names = {
+        (hidden, heads * head_dim): "q and o projections",
+        (hidden, kv): "k and v projections",
+        (hidden, config.intermediate_size): "MLP gate and up",
+        (config.intermediate_size, hidden): "MLP down",
+        (hidden, config.vocab_size): "LM head",
+    }
+    if (heads * head_dim, hidden) != (hidden, heads * head_dim):
+        names[heads * head_dim, hidden] = "o projection"
+    return names
+
+
+def profile_model_calls(call, batches: list[torch.Tensor], config) -> list[dict]:
+    """``call`` on each of ``batches`` under ``torch.profiler``: every op's share of the self time, the
+    matrix products (``aten::mm``/``addmm``/``bmm``) by weight shape with their GFLOP/s, largest first."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU], record_shapes=True) as profiler:
+        for inputs in batches:
+            call(inputs)
+    names = weight_names(config)
+    rows: dict[str, dict] = {}
+    total = 0.0
+    for event in profiler.key_averages(group_by_input_shape=True):
+        seconds = event.self_cpu_time_total / 1e6
+        total += seconds
+        flops = 0.0
+        if event.key in ("aten::mm", "aten::addmm") and len(event.input_shapes) >= 2:
+            shapes = [s for s in event.input_shapes if len(s) == 2][-2:]
+            (m, k), (_, n) = shapes
+            key = f"matrix product: {names.get((k, n), f'{k} x {n}')}"
+            flops = 2.0 * m * k * n * event.count
+        elif "scaled_dot_product" in event.key or "flash_attention" in event.key:
+            key = "attention (SDPA kernel)" if "flash" in event.key or "_for_cpu" in event.key else event.key
+        else:
+            key = event.key
+        row = rows.setdefault(key, {"op": key, "seconds": 0.0, "flops": 0.0})
+        row["seconds"] += seconds
+        row["flops"] += flops
+    table = []
+    for row in sorted(rows.values(), key=lambda r: -r["seconds"]):
+        if row["seconds"] <= 0:
+            continue
+        entry = {"op": row["op"], "share": row["seconds"] / total, "seconds": row["seconds"]}
+        if row["flops"]:
+            entry["gflop/s"] = row["flops"] / row["seconds"] / 1e9
+        table.append(entry)
+    return table
 
 
 def demo_scoring(task: str, texts: int | None, dtype: str, batch_size: int):
@@ -193,6 +258,21 @@ def main() -> None:
     print("\n| rate | GFLOP/s | of the square GEMM's |\n|---|---|---|")
     for what, rate in [*result["gflop/s"].items(), *((f"peak: torch.mm {k}", v) for k, v in peak.items())]:
         print(f"| {what} | {rate:.1f} | {rate / square:.0%} |")
+    if args.profile > 0:
+        step = max(1, len(calls.inputs) // args.profile)
+        chosen = calls.inputs[::step][: args.profile]
+        result["profile"] = {
+            "batches": len(chosen),
+            "positions": sum(x.numel() for x in chosen),
+            "ops": profile_model_calls(calls._stock, chosen, config),
+        }
+        print(f"\nProfile of {len(chosen)} model calls (op self time; matrix products by weight shape):\n")
+        print("| op | share of the model calls | GFLOP/s | of the square GEMM's |\n|---|---|---|---|")
+        for row in result["profile"]["ops"]:
+            if row["share"] >= 0.002:
+                rate = row.get("gflop/s")
+                shown = f"{rate:.1f} | {rate / square:.0%}" if rate else " | "
+                print(f"| {row['op']} | {row['share']:.1%} | {shown} |")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
 

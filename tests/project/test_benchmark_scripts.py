@@ -129,7 +129,7 @@ def test_benchmark_options_refuse_unknown_values_naming_the_choices():
 
 JSON_WRITERS = [
     "capture_chunks.py", "contamination_controls.py", "cpu_efficiency.py", "exchangeability_level.py",
-    "gpu_check.py", "table_sensitivity.py", "vllm_exit_loop.py", "vllm_repeat.py",
+    "gpu_check.py", "scoring_cost.py", "table_sensitivity.py", "vllm_exit_loop.py", "vllm_repeat.py",
 ]  # fmt: skip
 
 
@@ -251,15 +251,21 @@ def test_capture_overhead_times_both_paths():
 
 def test_cpu_efficiency_counts_the_work_and_times_its_parts(tmp_path):
     out = tmp_path / "efficiency.json"
-    process = run_here("cpu_efficiency.py", *"--task pdd_wikimia_32 --texts 2 --batch-size 2 --json".split(), out)
+    args = "--task pdd_wikimia_32 --texts 2 --batch-size 2 --profile 1 --json".split()
+    process = run_here("cpu_efficiency.py", *args, out)
     assert process.returncode == 0, process.stderr[-3000:]
     assert "| model calls | " in process.stdout and "| peak: torch.mm square 2048 | " in process.stdout
+    assert "| matrix product: LM head | " in process.stdout and "| matrix product: MLP gate and up | " in process.stdout
     result = json.loads(out.read_text())
     # 2 texts and their lowercased copies, one batch of 2 each way; every real token is among the positions
     assert (result["texts"], result["requests"], result["batches"]) == (2, 4, 2)
     assert 0 < result["real tokens"] <= result["positions forwarded"]
     assert 0.25 < result["gflop per position (matrix products)"] < 0.3  # SmolLM2-135M: 2 x 134.5M weights
     assert set(result["seconds"]) == {"model calls", "rest of the answering", "scoring", "total"}
+    # one of the 2 batches profiled: every op's share adds up to the whole; the products carry their rate
+    ops = {row["op"]: row for row in result["profile"]["ops"]}
+    assert result["profile"]["batches"] == 1 and abs(sum(r["share"] for r in ops.values()) - 1) < 1e-6
+    assert ops["matrix product: LM head"]["gflop/s"] > 0 and "attention (SDPA kernel)" in ops
 
 
 def test_capture_chunks_times_each_chunk_size_and_compares_the_values(tmp_path):
@@ -347,6 +353,34 @@ def test_memory_growth_measures_both_paths_in_fresh_processes(tiny_model):
     process = run_here("memory_growth.py", *args)
     assert process.returncode == 0, process.stderr[-3000:]
     assert "| 1,024 | 16 | 2 | " in process.stdout
+
+
+def test_scoring_cost_times_cells_in_fresh_processes_and_fits_lines(tiny_model, tiny_table, tmp_path):
+    out, png = tmp_path / "cost.json", tmp_path / "cost.png"
+    args = "--texts 2 4 --words 8 --wikimia 32 --wikimia-texts 3 --dtype float32 --batch-size 2 --json".split()
+    process = run_here("scoring_cost.py", "--model", tiny_model, "--freq-table", tiny_table, *args, out, "--plot", png)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "| wikimia | 3 | 32 | " in process.stdout and "| synthetic | 4 | 8 | " in process.stdout
+    result = json.loads(out.read_text())
+    cells = {(c["kind"], c["texts"]): c for c in result["cells"]}
+    assert set(cells) == {("wikimia", 3), ("synthetic", 2), ("synthetic", 4)}
+    # each text and its lowercased copy; 8 words are at least 8 tokens; memory after loading is below the peak
+    assert cells["synthetic", 4]["requests"] == 8 and cells["synthetic", 4]["tokens"] >= 2 * 4 * 8
+    assert all(0 < c["resident after loading MiB"] <= c["peak MiB"] for c in cells.values())
+    assert set(result["fits"]["per length (synthetic)"]) == {"8"}
+    assert png.read_bytes().startswith(b"\x89PNG")
+
+
+def test_scoring_cost_synthetic_texts_have_the_words_asked_and_both_labels():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        from scoring_cost import line_fit, synthetic_docs
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    docs = synthetic_docs(6, 17, seed=1)
+    assert [len(d["text"].split()) for d in docs] == [17] * 6 and {d["label"] for d in docs} == {0, 1}
+    assert docs == synthetic_docs(6, 17, seed=1) and docs != synthetic_docs(6, 17, seed=2)
+    assert line_fit([1, 2, 3], [5, 7, 9]) == {"intercept": 3.0, "slope": 2.0}
 
 
 # ------------------------------------------------------------------ backends: the completions server, hf
