@@ -8,7 +8,11 @@ which tests applied on the fixture run and why not, and the requests planned at 
 published test sets (CoDeC: 2 an example, at most 1,000 examples; exchangeability: 50 shards x
 (1 permutation + 1) = 100; ``planned_requests`` of each test).
 
-    python benchmarks/leaderboard_tasks.py --model_args pretrained=<model dir> [--rows 6]
+    python benchmarks/leaderboard_tasks.py --model_args pretrained=<model dir> [--rows 6] [--check-only]
+
+``--check-only`` runs ``--tasks pdd_contamination`` with ``source_tasks`` the leaderboards: the same check of the
+same leaves without the evals (whose few-shot prompts and generations are most of the hours a run of the default
+model takes on a CPU).
 
 Needs lm-eval's ``math`` and ``ifeval`` extras (MATH-hard, IFEval).
 """
@@ -91,14 +95,23 @@ def main() -> None:
     parser.add_argument("--model_args", required=True, help="lm_eval --model_args of the hf model")
     parser.add_argument("--rows", type=int, default=6, help="rows a leaf in the fixtures (CoDeC needs 5)")
     parser.add_argument("--workdir", type=Path, default=None, help="where fixtures and results go (default: a temp folder)")  # fmt: skip
+    parser.add_argument(
+        "--check-only",
+        action="store_true",
+        help="run the check alone (source_tasks the leaderboards), not the evals: what a larger model needs on a CPU",
+    )
     options = parser.parse_args()
-    work = options.workdir or Path(tempfile.mkdtemp(prefix="leaderboards-"))
+    work = (options.workdir or Path(tempfile.mkdtemp(prefix="leaderboards-"))).resolve()
     include = leaderboard_tasks(work / "tasks", rows=options.rows)
     (include / "pdd_contamination.yaml").write_text(f"include: {REPO / 'task_configs/contamination/pdd_contamination.yaml'}\n")  # fmt: skip
     metadata = {"codec": {"max_examples": options.rows}, "exchangeability": {"num_shards": 2}}
+    tasks = [*V2, *V1, "pdd_contamination"]
+    if options.check_only:
+        metadata |= {"source_tasks": ",".join(tasks[:-1]), "source_include_path": str(include)}
+        tasks = tasks[-1:]
     command = [
         str(Path(sys.executable).with_name("lm_eval")), "--model", "hf", "--model_args", options.model_args,
-        "--device", "cpu", "--include_path", str(include), "--tasks", ",".join([*V2, *V1, "pdd_contamination"]),
+        "--device", "cpu", "--include_path", str(include), "--tasks", ",".join(tasks),
         "--batch_size", "8", "--gen_kwargs", "max_gen_toks=4", "--metadata", json.dumps(metadata),
         "--output_path", str(work / "out"),
     ]  # fmt: skip

@@ -128,7 +128,7 @@ def test_benchmark_options_refuse_unknown_values_naming_the_choices():
 
 
 JSON_WRITERS = [
-    "capture_chunks.py", "contamination_controls.py", "cpu_efficiency.py", "exchangeability_level.py",
+    "capture_chunks.py", "contamination_controls.py", "cpu_efficiency.py", "example_board.py", "exchangeability_level.py",
     "gpu_check.py", "scoring_cost.py", "table_sensitivity.py", "vllm_exit_loop.py", "vllm_repeat.py",
 ]  # fmt: skip
 
@@ -567,6 +567,26 @@ def test_contamination_controls_tune_on_all_tunes_on_every_file_and_its_group_is
     assert untouched["group"].startswith("none of 3 tuned, untouched")
     assert group["group"] == "all 3 tuned (multiple_choice, seed 0, 1 epoch(s), the tuned model)"
     assert group["pooled_codec_examples"] == 24 and len(group["file_verdicts"]) == 3
+
+
+def test_example_board_tunes_a_copy_checks_three_models_and_draws_their_board(tiny_model, tmp_path):
+    """The docs' example board at toy size: a copy tuned on arc_challenge's rows, a second on gsm8k's (no
+    --third), the check of all three on the local copies, the report's board and its heat map."""
+    work, image, out = tmp_path / "board", tmp_path / "board.png", tmp_path / "board.json"
+    process = run_here(
+        "example_board.py", "--workdir", work, "--model", tiny_model, "--rows", "6", "--tuned-rows", "8",
+        "--epochs", "1", "--shards", "2", "--source-tasks", "arc_challenge,leaderboard_gpqa",
+        "--image", image, "--json", out, cwd=tmp_path,
+    )  # fmt: skip
+    assert process.returncode == 0, process.stderr[-3000:]
+    found = json.loads(out.read_text())
+    name = Path(tiny_model).name
+    models = [name, f"{name}-tuned-arc_challenge", f"{name}-tuned-gsm8k"]
+    assert sorted(model.rsplit("/", 1)[-1] for model in found["verdict_counts"]) == sorted(models)
+    for counts in found["verdict_counts"].values():  # arc_challenge, the 3 GPQA leaves and their group
+        assert sum(counts.values()) == 5, counts
+    assert len(found["tuned_task"]) == 3 and all(found["tuned_task"].values())
+    assert image.read_bytes().startswith(b"\x89PNG") and str(tmp_path) not in found["command"]
 
 
 def test_group_level_reads_the_shipped_controls_runs_as_its_results_record(monkeypatch):
