@@ -1,16 +1,18 @@
-"""The example contamination board of the docs: three models checked on the Open LLM Leaderboards' local copies.
+"""The example contamination board of the docs: four models checked on the Open LLM Leaderboards' local copies.
 
 Builds the offline copies of every leaf of both leaderboards (lm-eval's own YAMLs, ``--rows`` local rows a leaf in
 each dataset's schema: ``tests/support/leaderboard_tasks.py``; the tuned task ``--tuned-task`` with
 ``--tuned-rows``), then:
 
-1. tunes a copy of the default model on the tuned task's examples, each example its own training text, as the check
-   renders it (``lm-eval-pdd make-ordered --exposure examples``, ``--epochs`` passes): a model that has seen that
-   benchmark example by example;
+1. tunes two copies of the default model on the tuned task's examples as the check renders them (``lm-eval-pdd
+   make-ordered``): one example by example (``--exposure examples``: each example its own training text,
+   ``--epochs`` passes), one on the task's file in its order (``--exposure ordered``: blocks of 8 consecutive
+   examples, ``--ordered-epochs`` passes), a model that has seen the benchmark each way;
 2. runs ``lm_eval --tasks pdd_contamination`` with ``source_tasks`` v2's ``leaderboard`` group, ``arc_challenge``
-   and ``gsm8k`` (the check alone: the evals' own scores are not what the board shows; ``--source-tasks`` for more) for the default model, the tuned copy and ``--third`` (a model
-   directory: Gemma-3-270M from ``benchmarks/gemma_model.py``; without it, a second copy tuned on ``gsm8k``);
-3. writes ``lm-eval-pdd report`` over the three runs and copies its heat map (``contamination.png``) to
+   and ``gsm8k`` (the check alone: the evals' own scores are not what the board shows; ``--source-tasks`` for
+   more) for the default model, the two tuned copies and ``--third`` (a model directory: Gemma-3-270M from
+   ``benchmarks/gemma_model.py``; without it, a third copy, tuned on ``gsm8k`` example by example);
+3. writes ``lm-eval-pdd report`` over the four runs and copies its heat map (``contamination.png``) to
    ``--image``, and prints each model's verdict counts and the tuned task's row.
 
 The models are named by their folders under ``WORKDIR/models`` (the board shows those names).
@@ -65,25 +67,26 @@ def tuning_file(include: Path, task: str, path: Path) -> Path:
     return path
 
 
-def tuned_copy(base: Path, include: Path, task: str, rows: int, epochs: int, models: Path) -> Path:
-    """The base model tuned on ``task``'s examples, each its own training text: ``make-ordered`` writes into
+def tuned_copy(base: Path, include: Path, task: str, rows: int, epochs: int, models: Path, exposure: str = "examples") -> Path:  # fmt: skip
+    """The base model tuned on ``task``'s examples (``make-ordered --exposure``: ``examples``, each example its own
+    training text; ``ordered``, blocks of 8 consecutive examples in the task's order): ``make-ordered`` writes into
     ``WORKDIR/tuning/<name>`` (reused if there), ``models/<name>`` links its model folder."""
-    name = f"{base.name}-tuned-{task}"
+    name = f"{base.name}-{'tuned' if exposure == 'examples' else 'ordered'}-{task}"
     output, link = models.parent / "tuning" / name, models / name
     if not (output / "model" / "config.json").is_file():
         output.parent.mkdir(parents=True, exist_ok=True)
         data = tuning_file(include, task, output.parent / f"{task}-examples.jsonl")
         lm_eval_pdd("make-ordered", "--output", str(output), "--model", str(base), "--data", str(data),
-                    "--examples", str(rows), "--exposure", "examples", "--epochs", str(epochs), "--no-progress")  # fmt: skip
+                    "--examples", str(rows), "--exposure", exposure, "--epochs", str(epochs), "--no-progress")  # fmt: skip
     if not link.exists():
         link.symlink_to((output / "model").resolve(), target_is_directory=True)
     return link
 
 
-def check(model: Path, include: Path, out: Path, metadata: dict, dtype: str) -> float:
+def check(model: Path, include: Path, out: Path, metadata: dict, dtype: str) -> float | None:
     """``lm_eval --tasks pdd_contamination`` on the local copies; its wall time (reused if ``out`` has a run)."""
     if list(out.rglob("results_*.json")):
-        return float("nan")
+        return None
     command = [
         str(Path(sys.executable).with_name("lm_eval")), "--model", "hf", "--model_args",
         f"pretrained={os.path.relpath(model)},dtype={dtype}", "--device", "cpu", "--include_path", str(include),
@@ -103,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tuned-task", default="arc_challenge", choices=sorted(FAMILIES_BY_TASK))
     parser.add_argument("--tuned-rows", type=int, default=96, help="rows of the tuned task (default 96)")
     parser.add_argument("--epochs", type=int, default=3, help="passes of the tuning (default 3)")
+    parser.add_argument("--ordered-epochs", type=int, default=10, help="passes of the copy tuned in order (default 10)")  # fmt: skip
     parser.add_argument("--shards", type=int, default=8, help="the exchangeability test's shards (default 8)")
     parser.add_argument("--model", default=None, help="the base model's directory (default: the default model)")
     parser.add_argument("--third", type=Path, default=None, help="the third model's directory (default: a copy tuned on gsm8k)")  # fmt: skip
@@ -124,24 +128,31 @@ def main(argv: list[str] | None = None) -> int:
         default.symlink_to(base, target_is_directory=True)
     tuned = tuned_copy(default, include, args.tuned_task, args.tuned_rows, args.epochs, models)
     third = args.third or tuned_copy(default, include, "gsm8k", args.rows, args.epochs, models)
+    ordered = tuned_copy(default, include, args.tuned_task, args.tuned_rows, args.ordered_epochs, models, exposure="ordered")  # fmt: skip
+    board_models = (default, tuned, third, ordered)
     dtype = lm_eval_pdd("cpu-dtype")
     metadata = {"source_tasks": args.source_tasks, "source_include_path": str(include.resolve()), "exchangeability": {"num_shards": args.shards}}  # fmt: skip
     seconds = {}
-    for model in (default, tuned, third):
+    for model in board_models:
         print(f"checking {model.name} ...", file=sys.stderr, flush=True)
         seconds[model.name] = check(model, include, work / "out" / model.name, metadata, dtype)
     report = work / "report"
-    print(lm_eval_pdd("report", *(str(work / "out" / m.name) for m in (default, tuned, third)), "--out", str(report), "--force"), file=sys.stderr)  # fmt: skip
+    print(lm_eval_pdd("report", *(str(work / "out" / m.name) for m in board_models), "--out", str(report), "--force"), file=sys.stderr)  # fmt: skip
     board = json.loads((report / "contamination.json").read_text())
     verdicts = {model: collections.Counter(row.values()) for model, row in board["matrix"].items()}
     found = {
-        "what": "the example contamination board of the docs (issue 42 item 5): three models, both leaderboards' local copies",  # fmt: skip
+        "what": "the example contamination board of the docs (issue 42 item 5): four models on the leaderboards' local copies",  # fmt: skip
         "command": recorded_command("example_board.py", sys.argv[1:] if argv is None else argv),
         "machine": machine(f"dtype {dtype}"),
         "rows": {"a leaf": args.rows, args.tuned_task: args.tuned_rows},
-        "tuning": {"task": args.tuned_task, "epochs": args.epochs, "exposure": "examples"},
+        "tuning": {
+            "task": args.tuned_task,
+            "examples_epochs": args.epochs,
+            "ordered_epochs": args.ordered_epochs,
+            "ordered_blocks": 8,
+        },  # fmt: skip
         "exchangeability_shards": args.shards,
-        "check_seconds": {name: round(value, 1) for name, value in seconds.items()},
+        "check_seconds": {name: None if value is None else round(value, 1) for name, value in seconds.items()},
         "verdict_counts": {model: dict(counts) for model, counts in verdicts.items()},
         "tuned_task": {model: row.get(args.tuned_task) for model, row in board["matrix"].items()},
     }

@@ -570,8 +570,9 @@ def test_contamination_controls_tune_on_all_tunes_on_every_file_and_its_group_is
 
 
 def test_example_board_tunes_a_copy_checks_three_models_and_draws_their_board(tiny_model, tmp_path):
-    """The docs' example board at toy size: a copy tuned on arc_challenge's rows, a second on gsm8k's (no
-    --third), the check of all three on the local copies, the report's board and its heat map."""
+    """The docs' example board at toy size: copies tuned on arc_challenge's rows example by example and in
+    their order, one on gsm8k's (no --third), the check of all four on the local copies, the report's board
+    and its heat map."""
     work, image, out = tmp_path / "board", tmp_path / "board.png", tmp_path / "board.json"
     process = run_here(
         "example_board.py", "--workdir", work, "--model", tiny_model, "--rows", "6", "--tuned-rows", "8",
@@ -581,11 +582,11 @@ def test_example_board_tunes_a_copy_checks_three_models_and_draws_their_board(ti
     assert process.returncode == 0, process.stderr[-3000:]
     found = json.loads(out.read_text())
     name = Path(tiny_model).name
-    models = [name, f"{name}-tuned-arc_challenge", f"{name}-tuned-gsm8k"]
+    models = [name, f"{name}-tuned-arc_challenge", f"{name}-tuned-gsm8k", f"{name}-ordered-arc_challenge"]
     assert sorted(model.rsplit("/", 1)[-1] for model in found["verdict_counts"]) == sorted(models)
     for counts in found["verdict_counts"].values():  # arc_challenge, the 3 GPQA leaves and their group
         assert sum(counts.values()) == 5, counts
-    assert len(found["tuned_task"]) == 3 and all(found["tuned_task"].values())
+    assert len(found["tuned_task"]) == 4 and all(found["tuned_task"].values())
     assert image.read_bytes().startswith(b"\x89PNG") and str(tmp_path) not in found["command"]
 
 
