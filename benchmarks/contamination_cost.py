@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 from _common import lm_eval_run, machine
 
-from pdd_tasks.dataset_tests.codec import DEFAULT_SEPARATOR as CODEC_SEPARATOR
+from pdd_tasks.backends.hf_shared_passes import passes_answering
 from pdd_tasks.loading.benchmark_data import PACKAGED_DATA
 from pdd_tasks.loading.files import read_jsonl
 
@@ -104,12 +104,11 @@ def encode_request(instance, tokenizer) -> tuple[list[int], int]:
 
 
 def forwarded(calls: list[list[list[int]]]) -> int:
-    """Tokens the stock HF backend forwards for ``calls`` (each a ``loglikelihood`` call's requests, as
-    token lists): its logits cache (``HFLM(logits_cache=True)``, the default) forwards the requests of a
+    """Tokens stock lm-eval's HF backend forwards for ``calls`` (each a ``loglikelihood`` call's requests,
+    as token lists): its logits cache (``HFLM(logits_cache=True)``, the default) forwards the requests of a
     call with the same tokens but the last once, the longest of them (lm-eval groups them by ``context +
-    continuation[:-1]``: a question with one-token choices is one pass, and so is a question with its gold
-    answer that two tasks of the run score, patch ``logits-cache-own-positions``); requests of different
-    calls share nothing."""
+    continuation[:-1]``: a question with one-token choices is one pass); requests of different calls share
+    nothing. The eval alone in a run without a pdd task (no patch applied)."""
     total = 0
     for call in calls:
         groups: dict[tuple[int, ...], int] = {}
@@ -120,21 +119,29 @@ def forwarded(calls: list[list[list[int]]]) -> int:
     return total
 
 
-def reusable_context(codec_instances, tokenizer) -> int:
-    """Tokens of CoDeC's in-context requests that begin with their context example's own tokens (the
-    longest common prefix with that example's pass, which the same run forwards): what a backend that
-    kept that pass's keys and values (HF ``past_key_values``, vLLM's prefix cache) would not forward again."""
-    reused = 0
-    for instance in codec_instances:
-        context, _ = instance.args
-        if instance.doc["prefix"] == context:
-            continue  # the no-context request
-        example = context[: -len(instance.doc["prefix"])].removesuffix(CODEC_SEPARATOR)
-        tokens = encode_request(instance, tokenizer)[0]
-        own = tokenizer(example, add_special_tokens=False).input_ids
-        same = next((i for i, (a, b) in enumerate(zip(tokens, own, strict=False)) if a != b), min(len(tokens), len(own)))  # fmt: skip
-        reused += min(same, len(own) - 1)  # the example's pass holds its tokens but the last
-    return reused
+def forwarded_shared(calls: list[list[list[int]]]) -> int:
+    """Tokens the HF backend forwards for ``calls`` under patch ``hf-shared-passes`` (a run with a pdd
+    task): a request is answered from the longest pass of its call whose input begins with its own
+    (:func:`pdd_tasks.backends.hf_shared_passes.passes_answering`, the code the run uses)."""
+    total = 0
+    for call in calls:
+        owners = passes_answering([(tokens[:-1], tokens[-1:]) for tokens in call], window=10**9)
+        total += sum(len(call[owner]) for owner in set(owners))
+    return total
+
+
+def every_prefix_once(calls: list[list[list[int]]]) -> int:
+    """Tokens forwarded if every common prefix of a call's inputs were forwarded once (the keys and values of a
+    shared prefix kept for every request that begins with it: a prefix tree of the inputs); not done."""
+    total = 0
+    for call in calls:
+        inputs = sorted({tuple(tokens[:-1]) for tokens in call})
+        previous: tuple[int, ...] = ()
+        for tokens in inputs:
+            common = next((i for i, (a, b) in enumerate(zip(previous, tokens, strict=False)) if a != b), min(len(previous), len(tokens)))  # fmt: skip
+            total += len(tokens) + 1 - common
+            previous = tokens
+    return total
 
 
 def contamination_task(metadata: dict):
@@ -193,7 +200,9 @@ def main() -> int:
         eval_task.build_all_requests(limit=None, rank=0, world_size=1)
         evals = [encode_request(i, tokenizer)[0] for i in eval_task.instances]
         eval_forwarded = forwarded([evals])
-        rows = [("the eval itself (arc_easy, 0-shot)", len(evals), sum(map(len, evals)), eval_forwarded)]
+        rows = [("the eval itself (arc_easy, 0-shot), stock lm-eval", len(evals), sum(map(len, evals)), eval_forwarded)]
+        eval_shared = forwarded_shared([evals])
+        rows.append(("the eval itself, under hf-shared-passes", len(evals), sum(map(len, evals)), eval_shared))
         one_run = []
         for setting in args.settings:
             shards, permutations = (int(x) for x in setting.split("x"))
@@ -209,14 +218,18 @@ def main() -> int:
             tokens = {test: [encode_request(i, tokenizer)[0] for i in mine] for test, mine in tests.items()}
             if setting == args.settings[0]:  # CoDeC's requests do not depend on the exchangeability settings
                 label = "CoDeC (defaults: 1 in-context example, up to 1,000 examples)"
-                rows.append((label, len(tokens["codec"]), sum(map(len, tokens["codec"])), forwarded([tokens["codec"]])))
-                reused = reusable_context(tests["codec"], tokenizer)
+                rows.append((label, len(tokens["codec"]), sum(map(len, tokens["codec"])), forwarded_shared([tokens["codec"]])))  # fmt: skip
             label = f"exchangeability {shards} x {permutations}"
             exchange = tokens["exchangeability"]
-            rows.append((label, len(exchange), sum(map(len, exchange)), forwarded([exchange])))
-            shared = forwarded([evals + tokens["codec"] + tokens["exchangeability"]])
-            apart = forwarded([evals + tokens["exchangeability"], tokens["codec"]])
-            one_run.append((setting, apart - eval_forwarded, shared - eval_forwarded, shared - reused - eval_forwarded))
+            rows.append((label, len(exchange), sum(map(len, exchange)), forwarded_shared([exchange])))
+            together = evals + tokens["codec"] + exchange
+            runs = {
+                "stock": forwarded([together]),
+                "apart": forwarded_shared([evals + exchange, tokens["codec"]]),
+                "shared": forwarded_shared([together]),
+                "tree": every_prefix_once([together]),
+            }
+            one_run.append((setting, runs))
         shards, permutations = (int(x) for x in args.settings[0].split("x"))
         check_metadata = {
             "source_tasks": ["arc_easy_cost"],
@@ -230,15 +243,25 @@ def main() -> int:
     for label, requests, tokens, count in rows:
         print(f"| {label} | {requests:,} | {tokens:,} | {count:,} | {count / eval_forwarded:.2f} |")
     print(
-        "\nThe check (CoDeC and the exchangeability test) in the eval's run: tokens forwarded by the run less the"
-        " eval's own, and that / the eval's. Not shared: codec.share_passes false (CoDeC in a call of its own);"
-        " shared: the default (its no-context requests on the eval's passes); floor: shared, and each in-context"
-        " request's context example read from that example's pass (kept keys and values; not done on HF)\n"
+        "\nThe run of the eval with the check: tokens forwarded by the run, less the stock eval's alone, and that / the"
+        " stock eval's (the eval alone is a run with no pdd task, so stock lm-eval). Stock: no patch (as lm-eval"
+        " 0.4.13; its logits cache then read the eval's gold answer at the wrong positions). Not shared:"
+        " codec.share_passes false (CoDeC in a call of its own). Shared: the default, patch hf-shared-passes."
+        " Every prefix once: if the keys and values of every common prefix were kept (not done).\n"
     )
-    print("| exchangeability | not shared | shared | floor, the context reused |\n|---|---|---|---|")
-    for setting, apart, shared, floor in one_run:
-        cells = " | ".join(f"{count:,} ({count / eval_forwarded:.2f})" for count in (apart, shared, floor))
+    print("| exchangeability | stock | not shared | shared | every prefix once |\n|---|---|---|---|---|")
+    for setting, runs in one_run:
+        cells = " | ".join(f"{count - eval_forwarded:,} ({(count - eval_forwarded) / eval_forwarded:.2f})" for count in runs.values())  # fmt: skip
         print(f"| {setting} | {cells} |")
+    print(
+        f"\nOf what the shared run saves, {eval_forwarded - eval_shared:,} tokens are the eval's own passes (its"
+        " one-token choices on its longer ones), which the eval alone would save too under the patch: against"
+        f" the eval under the same sharing ({eval_shared:,}), the check adds"
+        + "; ".join(
+            f" {runs['shared'] - eval_shared:,} tokens ({(runs['shared'] - eval_shared) / eval_shared:.2f} evals) at {setting}"
+            for setting, runs in one_run
+        )
+    )
     if seconds:
         medians = {label: statistics.median(values) for label, values in seconds.items()}
         base = medians.pop("eval")

@@ -260,7 +260,7 @@ def route_requests(lm, requests: list, stock, answer, disable_tqdm: bool = False
 
 def shares_passes(request) -> bool:
     """Whether an ordinary request may share a forward pass with the other requests of its call (the
-    backend's own sharing: the HF logits cache, patch ``logits-cache-own-positions``); False for a
+    backend's own sharing: on HF, patch ``hf-shared-passes``); False for a
     dataset-level test's request made with ``share_passes: false`` (:func:`stock_in_calls`)."""
     return getattr(request, "share_passes", True)
 

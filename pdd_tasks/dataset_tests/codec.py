@@ -120,9 +120,9 @@ SETTINGS = (
         "share_passes",
         True,
         flag,
-        "the no-context request (the example: its question with its gold answer) may share its forward pass with "
-        "the eval of the same run, which forwards the same tokens (HF's logits cache; each answered on its own "
-        "positions: patch logits-cache-own-positions); false: forwarded in a call of its own, as if run alone.",
+        "the requests may share forward passes with the eval of the same run (HF: a request is answered from the "
+        "longest pass of its call that holds its tokens, patch hf-shared-passes: the eval's question with its gold "
+        "answer is CoDeC's no-context request); false: sent in a call of their own, as if run alone.",
     ),
 )
 

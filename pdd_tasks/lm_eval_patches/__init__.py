@@ -33,7 +33,6 @@ The package: :mod:`~pdd_tasks.lm_eval_patches.core` holds the mechanism (:class:
 :data:`PATCHES`, the version gates, :func:`apply`); each other module holds the patches of one target
 and registers them there when it is imported: :mod:`~pdd_tasks.lm_eval_patches.excepthook`
 (``sys.excepthook``), :mod:`~pdd_tasks.lm_eval_patches.huggingface` (``HFLM``),
-:mod:`~pdd_tasks.lm_eval_patches.collator` (the logits cache's ``Collator.get_cache``),
 :mod:`~pdd_tasks.lm_eval_patches.vllm` (lm-eval's ``VLLM`` and vLLM's engine, with
 :class:`VllmWorkerExtension`), :mod:`~pdd_tasks.lm_eval_patches.completions` (the completions and
 chat-completions clients), :mod:`~pdd_tasks.lm_eval_patches.stderr` (a metric's standard error) and
@@ -79,7 +78,6 @@ from pdd_tasks.lm_eval_patches.core import (
 )
 from pdd_tasks.lm_eval_patches.excepthook import SHOW_USER_ERRORS
 from pdd_tasks.lm_eval_patches import huggingface
-from pdd_tasks.lm_eval_patches import collator
 from pdd_tasks.lm_eval_patches.vllm import (
     VLLM_PROMPT_LOGPROB_ARRAYS,
     VLLM_WORKER_EXTENSION,
@@ -110,7 +108,6 @@ __all__ = [
     "applied",
     "apply",
     "check_lm_eval_version",
-    "collator",
     "completions",
     "huggingface",
     "is_lm_eval_cli",

@@ -1,11 +1,13 @@
 """The patches of lm-eval's HF model (``lm_eval/models/huggingface.py``, ``HFLM``): per-token requests
-routed to the HF capture, SaMIA's seeded sampling, and a CPU launch of several processes split."""
+routed to the HF capture, SaMIA's seeded sampling, a CPU launch of several processes split, and each
+ordinary request answered from the longest pass that holds its tokens."""
 
 from __future__ import annotations
 
 from pdd_tasks.backends.base import route_requests
 from pdd_tasks.backends.cpu_parallel import adopt_accelerator_processes
 from pdd_tasks.backends.hf import score_per_token_hf
+from pdd_tasks.backends.hf_shared_passes import loglikelihood_tokens_shared
 from pdd_tasks.backends.seeded_sampling import is_seeded, sample_seeded
 from pdd_tasks.lm_eval_patches.core import Patch, _routing_to, register
 
@@ -31,6 +33,16 @@ def _sampling_seeded_requests(stock):
         return route_requests(self, requests, stock, sample_seeded, disable_tqdm, ours=is_seeded)
 
     return generate_until
+
+
+def _sharing_passes(stock):
+    """Replacement of ``HFLM._loglikelihood_tokens``: :func:`loglikelihood_tokens_shared` (the stock
+    method for a seq2seq model or with the logits cache off)."""
+
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs=None):
+        return loglikelihood_tokens_shared(self, stock, requests, disable_tqdm=disable_tqdm, override_bs=override_bs)
+
+    return _loglikelihood_tokens
 
 
 def _hflm() -> list[type]:
@@ -73,5 +85,18 @@ register(
         when="always",
         targets=lambda: [(cls, name) for cls in _hflm() for name in ("rank", "world_size")],
         replacement=_adopting_accelerator_processes,
+    ),
+    Patch(
+        name="hf-shared-passes",
+        purpose=(
+            "a loglikelihood request is answered from the pass of a longer request of the same call whose input "
+            "begins with its own (stock: only from one with the same input, its logits cache), each on its own "
+            "positions: an eval's gold answer and CoDeC's no-context request ride on the CoDeC in-context request "
+            "that has the question as its context example, a question's one-token choices on its longer ones"
+        ),
+        changes="models/huggingface.py: HFLM._loglikelihood_tokens",
+        when="always",
+        targets=lambda: [(cls, "_loglikelihood_tokens") for cls in _hflm()],
+        replacement=_sharing_passes,
     ),
 )

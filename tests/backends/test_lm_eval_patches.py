@@ -141,7 +141,7 @@ print(json.dumps({
         "hf-loglikelihood",
         "hf-seeded-generation",
         "hf-cpu-processes",
-        "logits-cache-own-positions",
+        "hf-shared-passes",
         "vllm-loglikelihood",
         "vllm-prompt-logprob-arrays",
         "vllm-worker-prompt-stats",
@@ -158,9 +158,9 @@ print(json.dumps({
     assert result["applied"] == [name for name in result["listed"] if name != "vllm-worker-prompt-stats"]
     assert result["changed"] == [
         "BackgroundResources.__call__",
-        "Collator.get_cache",
         "EvaluationTracker.save_results_aggregated",
         "EvaluationTracker.save_results_samples",
+        "HFLM._loglikelihood_tokens",
         "HFLM.generate_until",
         "HFLM.loglikelihood",
         "HFLM.rank",
@@ -400,7 +400,6 @@ PACKAGE_MODULES = (
     "core",
     "excepthook",
     "huggingface",
-    "collator",
     "vllm",
     "completions",
     "stderr",

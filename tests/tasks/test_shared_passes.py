@@ -1,6 +1,6 @@
-"""An eval and ``pdd_contamination`` in one ``lm_eval`` run share the forward pass of each question with its
-gold answer (CoDeC's no-context request) and are answered as alone: the HF backend's logits cache with
-patch ``logits-cache-own-positions``, and CoDeC's ``share_passes`` switch (tiny GPT-2, real command line)."""
+"""An eval and ``pdd_contamination`` in one ``lm_eval`` run share forward passes (a request is answered from
+the longest pass of its call that holds its tokens: patch ``hf-shared-passes``) and are answered as alone;
+CoDeC's ``share_passes`` switch (tiny GPT-2, real command line)."""
 
 from __future__ import annotations
 
@@ -26,20 +26,64 @@ def tasks_dir(tmp_path_factory):
     return directory
 
 
-def test_a_request_sharing_a_longer_ones_pass_is_scored_on_its_own_positions(tiny_model):
-    """An eval's gold request and CoDeC's no-context request of the same question end in the same tokens, so
-    the logits cache forwards them once; stock lm-eval read the eval's answer at CoDeC's first positions."""
+def _forwarding(monkeypatch) -> list[list[int]]:
+    """The rows of each model call from now on (HFLM._model_call watched, nothing changed)."""
+    calls: list[list[int]] = []
+    stock_call = HFLM._model_call
+
+    def counting(self, inps, *args, **kwargs):
+        calls.append(inps.shape[0])
+        return stock_call(self, inps, *args, **kwargs)
+
+    monkeypatch.setattr(HFLM, "_model_call", counting)
+    return calls
+
+
+QUESTION = 'Question: Which word fills the blank in "the cat sat on the ____"?\nAnswer:'
+
+
+def test_each_request_is_answered_from_the_longest_pass_that_holds_it_as_alone(tiny_model, monkeypatch):
+    """An eval's gold request, CoDeC's no-context request of the same question (the same tokens split
+    elsewhere), a one-token choice and the in-context request that has the question as its context example:
+    forwarded in one pass, each answered as alone (float rounding: a pass of another length), is_greedy too.
+    A request cut to the window shares nothing. Stock lm-eval forwards more passes (and, for the first two,
+    read the eval's answer at CoDeC's first positions)."""
     lm_eval_patches.apply()
-    lm = HFLM(pretrained=str(tiny_model), batch_size=4, device="cpu", dtype="float32")
-    question = 'Question: Which word fills the blank in "the cat sat on the ____"?\nAnswer:'
-    gold = Instance("loglikelihood", {}, (question, " mat"), 0)
-    first_words, rest = split_after_words(question + " mat", 8)
-    codec = Instance("loglikelihood", {}, (first_words, rest), 0)
-    alone = [lm.loglikelihood([gold])[0], lm.loglikelihood([codec])[0]]
-    together = lm.loglikelihood([gold, codec])
-    assert together == alone
-    with lm_eval_patches.PATCHES["logits-cache-own-positions"].suspended():
-        assert lm.loglikelihood([gold, codec])[0] != alone[0]  # the stock cache's answer
+    lm = HFLM(pretrained=str(tiny_model), batch_size=4, device="cpu", dtype="float32", max_length=96)
+    first_words, rest = split_after_words(QUESTION + " mat", 8)
+    target_words, target_rest = split_after_words("The dog lay down on the rug by the door of the house.", 8)
+    requests = [
+        Instance("loglikelihood", {}, (QUESTION, " mat"), 0),
+        Instance("loglikelihood", {}, (first_words, rest), 1),
+        Instance("loglikelihood", {}, (QUESTION, " a"), 2),
+        Instance("loglikelihood", {}, (QUESTION + " mat\n\n" + target_words, target_rest), 3),
+        Instance("loglikelihood", {}, ("word " * 100, " end"), 4),  # cut to the 96-token window
+    ]
+    alone = [lm.loglikelihood([request])[0] for request in requests]
+    rows = _forwarding(monkeypatch)
+    together = lm.loglikelihood(requests)
+    assert sum(rows) == 2  # the in-context request's pass, and the cut one
+    for (value, greedy), (value_alone, greedy_alone) in zip(together, alone, strict=True):
+        assert value == pytest.approx(value_alone, rel=1e-5, abs=1e-5)
+        assert greedy == greedy_alone
+    rows.clear()
+    with lm_eval_patches.PATCHES["hf-shared-passes"].suspended():
+        stock = lm.loglikelihood(requests)
+    assert sum(rows) == 4  # the logits cache joins only the same inputs (the gold and CoDeC's no-context)
+    assert stock[0][0] != pytest.approx(alone[0][0], rel=1e-3)  # and reads the gold at CoDeC's first positions
+
+
+def test_rolling_requests_and_the_automatic_batch_size_are_answered_as_stock(tiny_model):
+    """loglikelihood_rolling (windows with no request string of their own) and --batch_size auto (lm-eval's
+    batch-size probe on the longest request) take the same path: the same answers as the stock method."""
+    lm_eval_patches.apply()
+    lm = HFLM(pretrained=str(tiny_model), batch_size="auto", device="cpu", dtype="float32", max_length=32)
+    text = " ".join(f"word{i}" for i in range(80))
+    rolling = [Instance("loglikelihood_rolling", {}, (text,), 0), Instance("loglikelihood_rolling", {}, (text[:60],), 1)]
+    ours = lm.loglikelihood_rolling(rolling) + [a for a, _ in lm.loglikelihood([Instance("loglikelihood", {}, (QUESTION, " mat"), 0)])]  # fmt: skip
+    with lm_eval_patches.PATCHES["hf-shared-passes"].suspended():
+        stock = lm.loglikelihood_rolling(rolling) + [a for a, _ in lm.loglikelihood([Instance("loglikelihood", {}, (QUESTION, " mat"), 0)])]  # fmt: skip
+    assert ours == pytest.approx(stock, rel=1e-5, abs=1e-5)
 
 
 def _run(tiny_model, tasks_dir, out, tasks: str, metadata: dict | None, monkeypatch) -> tuple[dict, int]:
@@ -87,11 +131,12 @@ def test_the_check_beside_its_eval_forwards_each_question_once_with_the_same_sco
         metadata = {**base, "codec": {"share_passes": share}}
         runs[share] = _run(tiny_model, tasks_dir, tmp_path / str(share), "arc_easy_local,pdd_contamination", metadata, monkeypatch)  # fmt: skip
     (shared, shared_rows), (apart, apart_rows) = runs[True], runs[False]
-    # with batch size 1 a row is a request forwarded: each CoDeC example's no-context request rides on its
-    # question's pass with the gold answer (the eval's), and nothing else changes
+    # with batch size 1 a row is a pass: each CoDeC example's no-context request rides on the eval's pass of
+    # its question with the gold answer (apart, only where it is another example's context), and the eval's
+    # pass of a question on the in-context request that has it as its context example
     examples = int(shared["results"]["pdd_contamination"]["codec_examples/arc_easy_local,none"])
     assert examples == 24
-    assert apart_rows - shared_rows == examples
+    assert apart_rows - shared_rows >= examples
     assert shared_rows > eval_rows
     # the eval's answers: as alone, with the check beside it, shared or not (float rounding at most)
     alone = _eval_answers(tmp_path / "eval")
