@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 from _common import lm_eval_run, machine
 
-from pdd_tasks.backends.hf_shared_passes import passes_answering
+from pdd_tasks.backends.shared_passes import passes_answering
 from pdd_tasks.loading.benchmark_data import PACKAGED_DATA
 from pdd_tasks.loading.files import read_jsonl
 
@@ -122,10 +122,22 @@ def forwarded(calls: list[list[list[int]]]) -> int:
 def forwarded_shared(calls: list[list[list[int]]]) -> int:
     """Tokens the HF backend forwards for ``calls`` under patch ``hf-shared-passes`` (a run with a pdd
     task): a request is answered from the longest pass of its call whose input begins with its own
-    (:func:`pdd_tasks.backends.hf_shared_passes.passes_answering`, the code the run uses)."""
+    (:func:`pdd_tasks.backends.shared_passes.passes_answering`, the code the run uses)."""
     total = 0
     for call in calls:
         owners = passes_answering([(tokens[:-1], tokens[-1:]) for tokens in call], window=10**9)
+        total += sum(len(call[owner]) for owner in set(owners))
+    return total
+
+
+def forwarded_vllm(calls: list[list[list[int]]], shared: bool) -> int:
+    """Tokens lm-eval's vLLM backend sends for ``calls``: every request whole (stock: no logits cache), or
+    under patch ``vllm-shared-passes`` only those whose tokens begin no longer request of their call."""
+    if not shared:
+        return sum(len(tokens) for call in calls for tokens in call)
+    total = 0
+    for call in calls:
+        owners = passes_answering([(tokens[:-1], tokens[-1:]) for tokens in call], window=10**9, whole=True)
         total += sum(len(call[owner]) for owner in set(owners))
     return total
 
@@ -203,7 +215,7 @@ def main() -> int:
         rows = [("the eval itself (arc_easy, 0-shot), stock lm-eval", len(evals), sum(map(len, evals)), eval_forwarded)]
         eval_shared = forwarded_shared([evals])
         rows.append(("the eval itself, under hf-shared-passes", len(evals), sum(map(len, evals)), eval_shared))
-        one_run = []
+        one_run, vllm_one_run = [], []
         for setting in args.settings:
             shards, permutations = (int(x) for x in setting.split("x"))
             metadata = {
@@ -230,6 +242,12 @@ def main() -> int:
                 "tree": every_prefix_once([together]),
             }
             one_run.append((setting, runs))
+            vllm_runs = {
+                "stock": forwarded_vllm([together], shared=False),
+                "apart": forwarded_vllm([evals + exchange, tokens["codec"]], shared=True),
+                "shared": forwarded_vllm([together], shared=True),
+            }
+            vllm_one_run.append((setting, vllm_runs))
         shards, permutations = (int(x) for x in args.settings[0].split("x"))
         check_metadata = {
             "source_tasks": ["arc_easy_cost"],
@@ -252,6 +270,15 @@ def main() -> int:
     print("| exchangeability | stock | not shared | shared | every prefix once |\n|---|---|---|---|---|")
     for setting, runs in one_run:
         cells = " | ".join(f"{count - eval_forwarded:,} ({(count - eval_forwarded) / eval_forwarded:.2f})" for count in runs.values())  # fmt: skip
+        print(f"| {setting} | {cells} |")
+    vllm_eval = forwarded_vllm([evals], shared=False)
+    print(
+        f"\nOn vLLM (lm-eval's vLLM backend sends every request whole; the eval alone {vllm_eval:,} tokens), the same"
+        " run, less the eval alone, and that / the eval's:\n"
+    )
+    print("| exchangeability | stock | not shared | shared |\n|---|---|---|---|")
+    for setting, runs in vllm_one_run:
+        cells = " | ".join(f"{count - vllm_eval:,} ({(count - vllm_eval) / vllm_eval:.2f})" for count in runs.values())  # fmt: skip
         print(f"| {setting} | {cells} |")
     print(
         f"\nOf what the shared run saves, {eval_forwarded - eval_shared:,} tokens are the eval's own passes (its"

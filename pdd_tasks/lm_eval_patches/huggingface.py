@@ -7,8 +7,8 @@ from __future__ import annotations
 from pdd_tasks.backends.base import route_requests
 from pdd_tasks.backends.cpu_parallel import adopt_accelerator_processes
 from pdd_tasks.backends.hf import score_per_token_hf
-from pdd_tasks.backends.hf_shared_passes import loglikelihood_tokens_shared
 from pdd_tasks.backends.seeded_sampling import is_seeded, sample_seeded
+from pdd_tasks.backends.shared_passes import loglikelihood_tokens_shared
 from pdd_tasks.lm_eval_patches.core import Patch, _routing_to, register
 
 

@@ -11,6 +11,7 @@ import sys
 import threading
 import weakref
 
+from pdd_tasks.backends.shared_passes import loglikelihood_tokens_shared_vllm
 from pdd_tasks.backends.vllm import VLLM_MODULE, score_per_token_vllm
 from pdd_tasks.backends.vllm_worker import (
     VLLM_WORKER_EXTENSION,
@@ -202,6 +203,15 @@ def vllm_worker_prompt_stats(lm) -> bool:
     return worker_prompt_stats(lm) and VLLM_PROMPT_LOGPROB_ARRAYS.is_applied()
 
 
+def _sharing_passes(stock):
+    """Replacement of ``VLLM._loglikelihood_tokens``: :func:`loglikelihood_tokens_shared_vllm`."""
+
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False):
+        return loglikelihood_tokens_shared_vllm(self, requests, disable_tqdm=disable_tqdm)
+
+    return _loglikelihood_tokens
+
+
 def _vllm() -> list[type]:
     """lm-eval's ``VLLM`` where lm-eval has imported its vLLM backend (vLLM needs CUDA: never imported here)."""
     cls = getattr(sys.modules.get(VLLM_MODULE), "VLLM", None)
@@ -219,6 +229,19 @@ register(
         when="once lm-eval has imported its vLLM backend (a --model vllm model exists)",
         targets=lambda: [(cls, "loglikelihood") for cls in _vllm()],
         replacement=_routing_to(functools.partial(score_per_token_vllm, worker_stats=vllm_worker_prompt_stats)),
+    ),
+    Patch(
+        name="vllm-shared-passes",
+        purpose=(
+            "a loglikelihood request whose tokens begin a longer request of the same call is read from that "
+            "one's prompt log-probs instead of sent again (stock sends every request): an eval's gold answer and "
+            "CoDeC's no-context request ride on the CoDeC in-context request that has the question as its "
+            "context example"
+        ),
+        changes="models/vllm_causallms.py: VLLM._loglikelihood_tokens",
+        when="once lm-eval has imported its vLLM backend (a --model vllm model exists)",
+        targets=lambda: [(cls, "_loglikelihood_tokens") for cls in _vllm()],
+        replacement=_sharing_passes,
     ),
     VLLM_PROMPT_LOGPROB_ARRAYS := Patch(
         name="vllm-prompt-logprob-arrays",

@@ -472,6 +472,51 @@ def test_the_worker_computes_marked_requests_only(tiny_model):
     assert exit_steps(finished.stdout) == ["client shutdown", "engine processes stopped"], finished.stdout[-4000:]
 
 
+#: lm-eval's VLLM (the real engine) answering one loglikelihood call of an eval's gold request, CoDeC's
+#: no-context request of it, a wrong choice and CoDeC's in-context request that has the question as its
+#: context example; then each alone; the prompts the engine got each time.
+SHARED_PASSES_SCRIPT = """
+import json, sys
+from lm_eval.api.instance import Instance
+from lm_eval.models.vllm_causallms import VLLM
+from pdd_tasks import lm_eval_patches
+from pdd_tasks.dataset_tests.codec import split_after_words
+
+if __name__ == "__main__":
+    lm = VLLM(pretrained=sys.argv[1], dtype="float32", enforce_eager=True, max_model_len=256, batch_size="auto")
+    lm_eval_patches.apply()
+    sent = []
+    stock_generate = VLLM._model_generate
+    def counting(self, requests=None, **kwargs):
+        sent.append(len(requests))
+        return stock_generate(self, requests=requests, **kwargs)
+    VLLM._model_generate = counting
+    question = 'Question: Which word fills the blank in "the cat sat on the ____"?\\nAnswer:'
+    first, rest = split_after_words(question + " mat", 8)
+    target_first, target_rest = split_after_words("The dog lay down on the rug by the door of the house.", 8)
+    pairs = [(question, " mat"), (first, rest), (question, " hat"), (question + " mat\\n\\n" + target_first, target_rest)]
+    requests = [Instance("loglikelihood", {}, pair, i) for i, pair in enumerate(pairs)]
+    together = lm.loglikelihood(requests)
+    sent_together = sum(sent)
+    alone = [lm.loglikelihood([request])[0] for request in requests]
+    print("RESULT " + json.dumps({"together": together, "alone": alone, "sent_together": sent_together,
+                                  "applied": lm_eval_patches.applied()}))
+"""
+
+
+def test_a_request_beginning_a_longer_one_is_read_from_its_prompt_logprobs(tiny_model):
+    """Patch vllm-shared-passes on the real engine: of four requests, the gold answer and CoDeC's no-context
+    request (the same tokens) ride on the in-context request that begins with them, the wrong choice is sent
+    (its tokens begin no other): 2 prompts, each answer as alone (float rounding), is_greedy too."""
+    finished = run_vllm_script(SHARED_PASSES_SCRIPT, str(tiny_model), timeout=600)
+    (line,) = [line for line in finished.stdout.splitlines() if line.startswith("RESULT ")]
+    result = json.loads(line.removeprefix("RESULT "))
+    assert "vllm-shared-passes" in result["applied"]
+    assert result["sent_together"] == 2
+    for (value, greedy), (value_alone, greedy_alone) in zip(result["together"], result["alone"], strict=True):
+        assert value == pytest.approx(value_alone, rel=1e-5, abs=1e-5) and greedy == greedy_alone
+
+
 # -- the default top-k mode ---------------------------------------------------------------------------
 
 
@@ -552,8 +597,9 @@ def test_stock_task_answers_unchanged_beside_pdd_tasks(vllm_exact, vllm_topk, ti
 def test_codec_beside_its_eval_is_the_same_with_its_passes_shared_or_not(tiny_model, task_dir, tmp_path):
     """``pdd_contamination`` (CoDeC) beside the stock task it checks, with ``codec.share_passes`` on and off
     (off: CoDeC's requests in a stock call of their own, ``stock_in_calls``): every example's Delta, so its
-    indicator, and the stock task's answers are the same (vLLM has no logits cache: nothing is shared on it
-    yet, docs/dataset-tests.md "What a check costs"; a different batch may round differently)."""
+    indicator, and the stock task's answers are the same (shared: a request whose tokens begin a longer
+    one's is read from that one's prompt log-probs, patch vllm-shared-passes; a different pass may round
+    differently)."""
     runs = {}
     for share in (True, False):
         directory = tmp_path / f"share-{share}"

@@ -79,7 +79,10 @@ def test_rolling_requests_and_the_automatic_batch_size_are_answered_as_stock(tin
     lm_eval_patches.apply()
     lm = HFLM(pretrained=str(tiny_model), batch_size="auto", device="cpu", dtype="float32", max_length=32)
     text = " ".join(f"word{i}" for i in range(80))
-    rolling = [Instance("loglikelihood_rolling", {}, (text,), 0), Instance("loglikelihood_rolling", {}, (text[:60],), 1)]
+    rolling = [
+        Instance("loglikelihood_rolling", {}, (text,), 0),
+        Instance("loglikelihood_rolling", {}, (text[:60],), 1),
+    ]
     ours = lm.loglikelihood_rolling(rolling) + [a for a, _ in lm.loglikelihood([Instance("loglikelihood", {}, (QUESTION, " mat"), 0)])]  # fmt: skip
     with lm_eval_patches.PATCHES["hf-shared-passes"].suspended():
         stock = lm.loglikelihood_rolling(rolling) + [a for a, _ in lm.loglikelihood([Instance("loglikelihood", {}, (QUESTION, " mat"), 0)])]  # fmt: skip

@@ -1,23 +1,27 @@
-"""lm-eval's HF ``loglikelihood`` with every request answered from the longest pass that holds its tokens.
+"""lm-eval's ``loglikelihood`` (HF and vLLM) with each request answered from the longest pass that holds its tokens.
 
-Stock ``HFLM._loglikelihood_tokens`` (lm-eval 0.4.13) forwards the requests of one call that have the
-same model input (``context + continuation[:-1]``, its logits cache) once. Here a request is also answered
-from the pass of a *longer* input that begins with its own (:func:`passes_answering`): a causal model's
-output at a position depends on the tokens up to it, so the log-probs of a request are the same positions
-of any pass that begins with its input. In an eval run beside ``pdd_contamination`` that folds the eval's
-question with its gold answer (and CoDeC's no-context request, the same tokens) into CoDeC's in-context
-request that has the question as its context example, and a question's one-token choices into the pass
-of its longer choices. Each request is read on its own positions (the last ``len(continuation)`` of its
-own input), so its answer is what its own pass gives, within float rounding (a pass of another length
-rounds differently, as any change of batch does in stock lm-eval). Requests cut to the model's window are
-forwarded as stock does and share nothing.
+A causal model's output at a position depends on the tokens up to it, so the log-probs of a request are
+the same positions of any pass whose input begins with its own. Here each request of a ``loglikelihood``
+call is answered from the pass of the longest request of the call that begins with its tokens
+(:func:`passes_answering`), read on its own positions, so its answer is what its own pass gives, within
+float rounding (a pass of another length rounds differently, as any change of batch does in stock
+lm-eval). In an eval's run beside ``pdd_contamination`` that folds the eval's question with its gold
+answer (and CoDeC's no-context request, the same tokens) into CoDeC's in-context request that has the
+question as its context example. Requests cut to the model's window are forwarded as stock does and share
+nothing.
 
-Replaces the stock method for causal models with the logits cache on (the default), through patch
-``hf-shared-passes`` (:mod:`pdd_tasks.lm_eval_patches.huggingface`); seq2seq models and
-``logits_cache=False`` get the stock method.
+- HF (:func:`loglikelihood_tokens_shared`, patch ``hf-shared-passes``): the model's input is ``context +
+  continuation[:-1]``; stock lm-eval 0.4.13 forwards requests with the same input once (its logits
+  cache), so a question's one-token choices are one pass already, and here also ride on its longer
+  choices. Seq2seq models and ``logits_cache=False`` get the stock method.
+- vLLM (:func:`loglikelihood_tokens_shared_vllm`, patch ``vllm-shared-passes``): the input is the whole
+  request (vLLM's prompt log-probs), and stock forwards every request; here a request whose tokens begin
+  another's is read from that one's prompt log-probs.
 """
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -40,17 +44,21 @@ def model_input(context: list[int], continuation: list[int], window: int) -> lis
     return (context + continuation)[-(window + 1) :][:-1]
 
 
-def passes_answering(requests: list[tuple[list[int], list[int]]], window: int) -> list[int]:
+def passes_answering(requests: list[tuple[list[int], list[int]]], window: int, whole: bool = False) -> list[int]:
     """For each ``(context, continuation)`` request, the index of the request whose pass answers it: a
     longest one whose model input begins with its own (itself where none does; of identical inputs, one
-    of them). A request longer than ``window`` (cut from the left) is forwarded on its own.
+    of them). The input is ``context + continuation[:-1]`` (HF), or with ``whole`` all of it (vLLM's
+    prompt log-probs). A request longer than ``window`` + 1 (``window`` with ``whole``; cut from the left)
+    is forwarded on its own.
 
     >>> passes_answering([([1, 2], [3]), ([1, 2], [3, 4, 5]), ([1], [9]), ([7] * 5, [8])], window=4)
     [1, 1, 1, 3]
+    >>> passes_answering([([1, 2], [3]), ([1, 2], [3, 4, 5]), ([1], [9])], window=5, whole=True)
+    [1, 1, 2]
     """
     sequences = [
-        ((), tuple(model_input(context, continuation, window)))
-        if len(context) + len(continuation) <= window + 1
+        ((), tuple(context + continuation if whole else model_input(context, continuation, window)))
+        if len(context) + len(continuation) <= window + (0 if whole else 1)
         else None
         for context, continuation in requests
     ]
@@ -101,6 +109,37 @@ def loglikelihood_tokens_shared(
                 answers[index] = answer
                 if request_str is not None:  # loglikelihood_rolling's windows cache per document instead
                     lm.cache_hook.add_partial("loglikelihood", request_str, answer)
+                pbar.update(1)
+    pbar.close()
+    return answers
+
+
+def loglikelihood_tokens_shared_vllm(lm, requests: list, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+    """Replacement of lm-eval's ``VLLM._loglikelihood_tokens``: as stock (prompt log-probs of each input,
+    longest first, ``batch_size`` inputs a call, read by stock ``_parse_logprobs``), but only the requests
+    that no longer request of the call begins (:func:`passes_answering` with ``whole``) are sent; each other
+    is read from the first ``len(its tokens)`` prompt log-probs of the one that answers it."""
+    window = lm.max_length - 1  # as stock: vLLM needs room for one generated token
+    owners = passes_answering([(context, continuation) for _, context, continuation in requests], window, whole=True)
+    answered_by: dict[int, list[int]] = {}
+    for index, owner in enumerate(owners):
+        answered_by.setdefault(owner, []).append(index)
+    forwarded = sorted(answered_by, key=lambda i: (-len(requests[i][1]) - len(requests[i][2]), i))
+    size = int(lm.batch_size) if lm.batch_size != "auto" else 0
+    answers: list[tuple[float, bool] | None] = [None] * len(requests)
+    pbar = tqdm(total=len(requests), disable=disable_tqdm, desc="Running loglikelihood requests")
+    for chunk in Collator.get_chunks(forwarded, n=size):
+        inputs = [(requests[i][1] + requests[i][2])[-window:] for i in chunk]
+        for owner, output in zip(chunk, lm._model_generate(requests=inputs, generate=False), strict=True):
+            for index in answered_by[owner]:
+                cache_key, context, continuation = requests[index]
+                tokens = (context + continuation)[-window:]
+                context_length = len(context) - max(0, len(context) + len(continuation) - window)
+                view = SimpleNamespace(prompt_logprobs=output.prompt_logprobs[: len(tokens)])
+                answer = lm._parse_logprobs(tokens=tokens, outputs=view, ctxlen=context_length)
+                answers[index] = answer
+                if cache_key is not None:
+                    lm.cache_hook.add_partial("loglikelihood", cache_key, answer)
                 pbar.update(1)
     pbar.close()
     return answers
