@@ -22,7 +22,8 @@ from pdd_tasks.tools.report.board_view import (
     board_html,
     write_heat_map,
 )
-from pdd_tasks.tools.report.contamination_board import ContaminationBoard, board_groups, contamination_board
+from pdd_tasks.tools.report.contamination_board import ContaminationBoard, contamination_board
+from pdd_tasks.tools.results.contamination import board_groups
 from pdd_tasks.tools.results.runs import find_runs
 
 

@@ -4,7 +4,7 @@
 (docs/report.md, "The contamination leaderboard"):
 
 - **The columns keep the runs' groups.**
-  :func:`~pdd_tasks.tools.report.contamination_board.board_groups` reads each run's groups: ``pdd_contamination``'s
+  :func:`~pdd_tasks.tools.results.contamination.board_groups` reads each run's groups: ``pdd_contamination``'s
   ``contamination_groups`` (group -> direct children, nested), each leaf's ``contamination.<leaf>.group``, and
   lm-eval's own ``group_subtasks``. :func:`board_columns` lays the benchmarks out as that tree, each group's column
   just before its children's. A group's column shows the group's own row of the board where it has one (a

@@ -1,7 +1,8 @@
 """The contamination leaderboard of ``lm-eval-pdd report``: a models x benchmarks matrix of verdicts.
 
-Every ``pdd_contamination`` result of the runs given (read by
-:func:`pdd_tasks.tools.results.contamination.contamination_values`) gives a cell per (model, benchmark): the
+Every ``pdd_contamination`` result of the runs given (read and decided by
+:func:`pdd_tasks.tools.results.contamination.read_contamination`, which this module only formats) gives a
+cell per (model, benchmark): the
 benchmark is a source task of ``pdd_contamination``, the model the run's, named as the rest of the
 report names it (:func:`pdd_tasks.tools.report.tables.shown` of :attr:`pdd_tasks.tools.results.runs.Run.model`; the
 full name where two models would be shown alike).
@@ -30,12 +31,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE, Decision, decide_table
+from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE, Decision
 from pdd_tasks.dataset_tests import DATASET_TESTS
 from pdd_tasks.results_schema import reference_metric
 from pdd_tasks.tools.report.tables import GROUP_NOTE, VERDICT_RULE, markdown_table, shown
-from pdd_tasks.tools.results.contamination import ContaminationValues, accuracy_of, contamination_values
-from pdd_tasks.tools.results.runs import Run, model_spellings
+from pdd_tasks.tools.results.contamination import BenchmarkRow, ContaminationReading, read_contamination
+from pdd_tasks.tools.results.runs import Run
 
 
 def columns_of_test(name: str) -> tuple[str, ...]:
@@ -163,62 +164,36 @@ class ContaminationBoard:
         }
 
 
-def board_groups(results: list[dict]) -> dict[str, list[str]]:
-    """Group -> its direct children (tasks or groups), merged over the results JSONs given in order: each run's
-    ``configs.pdd_contamination.metadata.contamination_groups``, each leaf's ``contamination.<leaf>.group``, and
-    lm-eval's ``group_subtasks`` (groups with subtasks only). Children keep their first-seen order."""
-    groups: dict[str, dict[str, None]] = {}
-
-    def add(group: str, children) -> None:
-        groups.setdefault(group, {}).update(dict.fromkeys(c for c in children if c != group))
-
-    for result in results:
-        metadata = ((result.get("configs") or {}).get("pdd_contamination") or {}).get("metadata") or {}
-        for group, children in (metadata.get("contamination_groups") or {}).items():
-            add(group, children or [])
-        for leaf, summary in (metadata.get("contamination") or {}).items():
-            if isinstance(summary, dict) and summary.get("group"):
-                add(summary["group"], [leaf])
-        for group, children in (result.get("group_subtasks") or {}).items():
-            if children:
-                add(group, children)
-    return {group: list(children) for group, children in groups.items()}
-
-
 def contamination_board(runs: list[Run]) -> ContaminationBoard | None:
     """The contamination leaderboard of ``runs`` (module docstring), or None where none of them holds
-    ``pdd_contamination`` results."""
-    readings = [(run, read) for run in runs if (read := contamination_values(run.results))]
-    if not readings:
+    ``pdd_contamination`` results: :func:`board_of` their reading."""
+    return board_of(read_contamination(runs))
+
+
+def board_of(read: ContaminationReading) -> ContaminationBoard | None:
+    """The contamination leaderboard (module docstring) of the runs' contamination results as read and decided
+    per model (:func:`pdd_tasks.tools.results.contamination.read_contamination`), or None where none holds any."""
+    if not read.runs:
         return None
-    first = {}  # each model (model_identity) by the name its first run gives it
-    for run, _ in readings:
-        first.setdefault(run.model_identity, run.model)
+    first = {model.identity: model.name for model in read.models}
     shown_as = model_names(list(first.values()))
     names = {identity: shown_as[name] for identity, name in first.items()}
-    used: dict[str, dict[str, tuple[Run, ContaminationValues]]] = {name: {} for name in names.values()}
-    superseded: list[tuple[str, str, Run]] = []  # (model, benchmark, run left out)
-    for run, read in sorted(readings, key=lambda item: item[0].timestamp):  # stable: the later given wins a tie
-        cells = used[names[run.model_identity]]
-        for benchmark in read.benchmarks:
-            if benchmark in cells:
-                superseded.append((names[run.model_identity], benchmark, cells[benchmark][0]))
-            cells[benchmark] = (run, read)
-    leaves = dict.fromkeys(task for _, read in readings for task in read.tasks)
-    groups = {group: children for _, read in readings for group, children in read.children.items()}
+    leaves = dict.fromkeys(task for _, rows in read.runs for task in rows.tasks)
+    groups = {group: children for _, rows in read.runs for group, children in rows.children.items()}
     benchmarks = [
         *leaves,
-        *dict.fromkeys(group for _, read in readings for group in read.groups if group not in leaves),
+        *dict.fromkeys(group for _, rows in read.runs for group in rows.groups if group not in leaves),
     ]
     rows = []
-    for model, cells in used.items():
-        decisions = decide_table({benchmark: read.found[benchmark] for benchmark, (_, read) in cells.items()})
-        for benchmark in (b for b in benchmarks if b in cells):
-            run, read = cells[benchmark]
-            rows.append(_row(model, benchmark, run, read, decisions[benchmark]))
-    board = ContaminationBoard(list(used), benchmarks, rows, [], groups)
+    for model in read.models:
+        for benchmark in (b for b in benchmarks if b in model.cells):
+            run, row = model.cells[benchmark]
+            rows.append(_row(names[model.identity], run, row, model.decisions[benchmark]))
+    board = ContaminationBoard([names[model.identity] for model in read.models], benchmarks, rows, [], groups)
+    used = {names[model.identity]: model.cells for model in read.models}
+    superseded = [(names[identity], benchmark, run) for identity, benchmark, run in read.superseded]
     board.notes.extend(_notes(board, used, superseded))
-    board.notes.extend("T" + line.removeprefix("warning: t") for line in model_spellings([run for run, _ in readings]))
+    board.notes.extend("T" + line.removeprefix("warning: t") for line in read.spellings)
     return board
 
 
@@ -230,29 +205,29 @@ def model_names(models: list[str]) -> dict[str, str]:
     return {model: name if counts[name] == 1 else model for model, name in short.items()}
 
 
-def _row(model: str, benchmark: str, run: Run, read: ContaminationValues, decision: Decision) -> dict:
+def _row(model: str, run: Run, read: BenchmarkRow, decision: Decision) -> dict:
     """The row of :func:`contamination_columns` of one (model, benchmark): the values of the run used,
     the decision of the model's table. A test's columns are empty where it did not apply or its values
     are unusable (``not_applied`` says which)."""
-    accuracy = accuracy_of(run.results["results"].get(benchmark)) or (None, None, None)
+    accuracy = read.accuracy or (None, None, None)
     row = {
         "model": model,
-        "benchmark": benchmark,
-        "group": read.parent(benchmark),
-        "leaves": len(read.groups[benchmark]) if benchmark in read.groups else None,
+        "benchmark": read.name,
+        "group": read.group,
+        "leaves": read.leaves,
         "verdict": decision.verdict,
         "detected": "; ".join(DATASET_TESTS[test].reading.detects for test in decision.rejecting),
-        "not_applied": _not_applied(read, benchmark),
+        "not_applied": _not_applied(read),
         "accuracy_metric": accuracy[0],
         "accuracy": accuracy[1],
         "accuracy_stderr": accuracy[2],
         "run": str(run.file),
     }
     for name in DATASET_TESTS:
+        test = read.tests[name]
         row |= dict.fromkeys(columns_of_test(name))
-        if read.found[benchmark].get(name) is not None:
-            own, reference = read.readings[benchmark, name]
-            row |= own | {reference_metric(key): value for key, value in (reference or {}).items()}
+        if test.evidence is not None:
+            row |= test.values | {reference_metric(key): value for key, value in (test.reference or {}).items()}
         row |= {
             f"{name}_p": decision.p_values.get(name),
             f"{name}_p_holm": decision.adjusted.get(name),
@@ -261,16 +236,15 @@ def _row(model: str, benchmark: str, run: Run, read: ContaminationValues, decisi
     return {column: row[column] for column in contamination_columns()}
 
 
-def _not_applied(read: ContaminationValues, benchmark: str) -> str:
+def _not_applied(read: BenchmarkRow) -> str:
     """``"exchangeability: 2 shards are longer than the context"``: each test left out of the verdict
     and why (the run's summary; values unusable in the results JSON; not in the results), "; "-joined."""
-    reasons = read.not_applicable(benchmark)
-    for test in DATASET_TESTS:
-        if read.found[benchmark].get(test) is None and test not in reasons:
-            keys = read.damaged.get((benchmark, test))
-            reasons[test] = (
-                f"unusable values in the results JSON ({', '.join(key.removesuffix(',none') for key in keys)})"
-                if keys
+    reasons = dict(read.not_applicable)
+    for name, test in read.tests.items():
+        if test.evidence is None and name not in reasons:
+            reasons[name] = (
+                f"unusable values in the results JSON ({', '.join(key.removesuffix(',none') for key in test.unusable)})"
+                if test.unusable
                 else "not in the results"
             )
     return "; ".join(f"{test}: {why}" for test, why in reasons.items())

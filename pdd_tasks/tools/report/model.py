@@ -26,17 +26,17 @@ from pdd_tasks import registry
 from pdd_tasks.loading import repeats
 from pdd_tasks.registry import METHOD_NAMES, RECORDED_KEYS, SETTINGS, ScoringSettings
 from pdd_tasks.results_schema import BLIND, FPR_BUDGETS
-from pdd_tasks.tools.report.contamination_board import ContaminationBoard, board_groups, contamination_board
+from pdd_tasks.tools.report.contamination_board import ContaminationBoard, board_of
 from pdd_tasks.tools.report.read import Reading, TaskRead
 from pdd_tasks.tools.report.tables import (
     BLIND_LABEL,
     METRIC_LABELS,
     NO_STDERR_NOTE,
     ContaminationChecks,
-    contamination_checks,
+    checks_table,
     convention_note,
-    left_out,
     shown,
+    tasks_left_out,
 )
 from pdd_tasks.tools.results.runs import Counts, ResultsError, Run
 
@@ -421,7 +421,7 @@ class Report:
     runs: list[Run]
     damaged: list[str]  # the results JSONs' damaged values, one line each
     contamination: ContaminationBoard | None  # the contamination leaderboard, None without pdd_contamination runs
-    groups: dict[str, list[str]]  # the benchmarks' groups, for the board's columns (board_groups)
+    groups: dict[str, list[str]]  # the benchmarks' groups, for the board's columns (results.contamination.board_groups)
     tasks: list[TaskReport]
     checks: list[tuple[Run, ContaminationChecks]]  # each pdd_contamination run's table and verdicts
     leaderboard: list[dict]  # :func:`leaderboard`
@@ -437,14 +437,20 @@ def build_report(reading: Reading) -> Report:
     runs = reading.runs
     tasks = collect(reading)
     board = leaderboard(tasks)
-    skipped = [(run, task, why) for run in runs for task, why in left_out(run.results)]
-    checks = [(run, found) for run in runs if (found := contamination_checks(run.results))]
+    read = reading.contamination
+    checked = {run for run, _ in read.runs}
+    skipped = [
+        (run, task, why)
+        for run in runs
+        for task, why in tasks_left_out(run.results, reading.labelled[run], run in checked)
+    ]
+    checks = [(run, checks_table(rows)) for run, rows in read.runs]
     if not tasks and not checks:
         raise ResultsError(
             f"No labelled pdd task in the {len(runs)} run(s) under {', '.join(map(str, reading.paths))} (no "
             "<method>_auc metric). The report reads runs of the labelled pdd tasks (--tasks pdd_wikimia, pdd_custom "
             "with labels, ...)." + "".join(f" {task} of {run.file}: {why}." for run, task, why in skipped)
         )
-    contamination = contamination_board(runs)
-    groups = board_groups([run.results for run in runs]) if contamination is not None else {}
+    contamination = board_of(read)
+    groups = read.groups
     return Report(runs, reading.damaged, contamination, groups, tasks, checks, board, skipped)

@@ -2,8 +2,10 @@
 
 :func:`read_runs` finds the runs (:func:`pdd_tasks.tools.results.runs.find_runs`) and reads, per run and
 labelled pdd task, the task's values, its settings, its counts and (where the samples file holds the
-texts the results JSON counts, :meth:`~pdd_tasks.tools.results.runs.Run.counts`) its samples; and the
-warnings to print about the runs (damaged values, a model named two ways). The later stages
+texts the results JSON counts, :meth:`~pdd_tasks.tools.results.runs.Run.counts`) its samples; every run's
+``pdd_contamination`` results as rows, decided per run and per model
+(:func:`pdd_tasks.tools.results.contamination.read_contamination`); and the warnings to print about the
+runs (damaged values, a model named two ways). The later stages
 (:mod:`~pdd_tasks.tools.report.model`, :mod:`~pdd_tasks.tools.report.plots`,
 :mod:`~pdd_tasks.tools.report.render`, :mod:`~pdd_tasks.tools.report.write`) take this reading and do
 not go back to the files.
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pdd_tasks.registry import ScoringSettings
+from pdd_tasks.tools.results.contamination import ContaminationReading, read_contamination
 from pdd_tasks.tools.results.runs import (
     Counts,
     Run,
@@ -46,7 +49,9 @@ class Reading:
 
     paths: list[Path]
     runs: list[Run]
+    labelled: dict[Run, list[str]]  # each run's labelled pdd tasks (pdd_tasks_of)
     tasks: list[TaskRead]
+    contamination: ContaminationReading  # the runs' pdd_contamination results, as rows
     damaged: list[str]  # the damaged values of the results JSONs, one line each
     warnings: list[str]  # what to print on stderr once the report is done (or failed)
 
@@ -63,11 +68,13 @@ def read_runs(paths: list[Path]) -> Reading:
     :class:`~pdd_tasks.tools.results.runs.SamplesError` once the warnings about the runs read so far
     are printed."""
     runs = find_runs(paths)
+    labelled = {run: pdd_tasks_of(run.results) for run in runs}
     try:
-        tasks = [_read_task(run, task) for run in runs for task in pdd_tasks_of(run.results)]
+        tasks = [_read_task(run, task) for run in runs for task in labelled[run]]
     except BaseException:
         for line in [*bad_value_lines(runs), *model_spellings(runs)]:
             print(line, file=sys.stderr)
         raise
     bad, spellings = bad_value_lines(runs), model_spellings(runs)
-    return Reading(list(paths), runs, tasks, [line.removeprefix("warning: ") for line in bad], [*bad, *spellings])
+    damaged = [line.removeprefix("warning: ") for line in bad]
+    return Reading(list(paths), runs, labelled, tasks, read_contamination(runs), damaged, [*bad, *spellings])

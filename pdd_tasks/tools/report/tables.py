@@ -7,7 +7,8 @@ gets its contamination table (accuracy, each registered dataset-level test's val
 verdict per standard task) and a verdict line per task (:func:`verdict_line`), citing the evidence
 for the deciding test's level and power by its docs anchor. The report
 (:mod:`pdd_tasks.tools.report.write`) shows the same tables. The runs are read by
-:mod:`pdd_tasks.tools.results`.
+:mod:`pdd_tasks.tools.results`; the contamination table formats a run's rows as
+:func:`pdd_tasks.tools.results.contamination.run_contamination` reads them, and calls nothing back.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pdd_tasks.loading import repeats
 from pdd_tasks.loading.files import read_json
 from pdd_tasks.registry import EM_MIA, METHOD_NAMES, label
 from pdd_tasks.results_schema import BLIND
-from pdd_tasks.tools.results.contamination import ContaminationValues, accuracy_of, contamination_values
+from pdd_tasks.tools.results.contamination import BenchmarkRow, RunContamination, TestRow, run_contamination
 from pdd_tasks.tools.results.runs import (
     Counts,
     ResultsError,
@@ -129,8 +130,14 @@ def _dataset_test_line(test, values: dict) -> str:
 def left_out(results: dict) -> list[tuple[str, str]]:
     """(task, why) for each task of a results JSON that the method table and report do not show (no
     member/non-member AUC): unlabelled pdd_custom runs, pdd_exchangeability, pdd_codec, other tasks. Groups are
-    not listed (their tasks are)."""
-    shown_tasks = set(pdd_tasks_of(results)) | _groups(results)
+    not listed (their tasks are). :func:`tasks_left_out` of the results as read here."""
+    return tasks_left_out(results, pdd_tasks_of(results), run_contamination(results) is not None)
+
+
+def tasks_left_out(results: dict, labelled: list[str], checked: bool) -> list[tuple[str, str]]:
+    """:func:`left_out` of a run already read: ``labelled``, its labelled pdd tasks
+    (:func:`pdd_tasks.tools.results.runs.pdd_tasks_of`); ``checked``, whether it has a contamination table."""
+    shown_tasks = set(labelled) | _groups(results)
     out = []
     for task, values in results["results"].items():
         if task in shown_tasks or not isinstance(values, dict):
@@ -149,7 +156,7 @@ def left_out(results: dict) -> list[tuple[str, str]]:
         elif task == "pdd_contamination":
             why = (
                 "dataset-level contamination checks of standard tasks: the contamination table below"
-                if contamination_checks(results)
+                if checked
                 else "dataset-level contamination checks of standard tasks, but the results JSON holds none of their "
                 f"metrics ({', '.join(f'{t.reading.result_keys[0]}/<task>' for t in DATASET_TESTS.values())}), so "
                 "there is no table to show: re-run "
@@ -163,11 +170,11 @@ def left_out(results: dict) -> list[tuple[str, str]]:
     return out
 
 
-def _accuracy(values: dict | None) -> str:
+def _accuracy(row: BenchmarkRow) -> str:
     """A standard task's accuracy as ``name value ± stderr``, or a dash where the run did not evaluate it."""
-    if not values:
+    if not row.evaluated:
         return "- (not in this run)"
-    found = accuracy_of(values)
+    found = row.accuracy
     if found is None:
         return "- (no accuracy metric)"
     key, value, stderr = found
@@ -224,7 +231,7 @@ class ContaminationChecks:
 REASON_CHARACTERS = 70
 
 
-def verdict_line(task: str, decision, read: ContaminationValues) -> str:
+def verdict_line(row: BenchmarkRow) -> str:
     """One task's verdict in one line of about 200 characters at most: the verdict, what was detected,
     the decisive number of each test that decides it (its reading's ``shown``) with its Holm-adjusted
     p-value, what would decide an "inconclusive" or "no verdict", and the docs anchor of the evidence
@@ -234,11 +241,13 @@ def verdict_line(task: str, decision, read: ContaminationValues) -> str:
     A group's line has the same form, its name marked with its count of leaves (:func:`benchmark_label`)
     and its evidence the group-level tests' (:data:`~pdd_tasks.dataset_tests.core.GROUP_EVIDENCE_ANCHOR`).
 
-    ``decision``: the task's :class:`pdd_metrics.verdict.Decision`; ``read``: its run's values."""
+    ``row``: the task's row, its decision the run's (:class:`pdd_tasks.tools.results.contamination.BenchmarkRow`)."""
     from pdd_metrics.verdict import ALPHA
 
+    decision = row.decision
+
     def number(test: str) -> str:
-        return f"{DATASET_TESTS[test].reading.label} {read.shown(task, test)}, Holm p {decision.adjusted[test]:.2g}"
+        return f"{DATASET_TESTS[test].reading.label} {row.tests[test].shown}, Holm p {decision.adjusted[test]:.2g}"
 
     applied = [test for test, flag in decision.flags.items() if flag is not None]
     if decision.verdict == "contaminated":
@@ -247,99 +256,95 @@ def verdict_line(task: str, decision, read: ContaminationValues) -> str:
         body = f"{what} ({'; '.join(map(number, deciding))})"
     elif decision.verdict == "inconclusive":
         deciding = [test for test, p in decision.kind_adjusted.items() if p is not None and p <= ALPHA]
-        reading = DATASET_TESTS[deciding[0]].reading
-        body = f"{reading.label} {read.shown(task, deciding[0])}: {reading.advice(*read.readings[task, deciding[0]])}"
+        body = f"{DATASET_TESTS[deciding[0]].reading.label} {row.tests[deciding[0]].shown}: {row.advice}"
     elif decision.verdict == "not detected":
         deciding = applied
         body = "; ".join(map(number, deciding))
     else:
         deciding = decision.missing
-        reasons = read.not_applicable(task)
+        reasons = row.not_applicable
         missing = []
         for test in deciding:
-            why = reasons.get(test) or ("unusable values" if (task, test) in read.damaged else "not run")
+            why = reasons.get(test) or ("unusable values" if row.tests[test].unusable is not None else "not run")
             why = why if len(why) <= REASON_CHARACTERS else why[: REASON_CHARACTERS - 3].rstrip() + "..."
             missing.append(f"{DATASET_TESTS[test].reading.label} did not apply ({why})")
         body = "; ".join(missing + [number(test) for test in applied])
     anchor = DATASET_TESTS[deciding[0]].reading.evidence_anchor if deciding else None
-    if task in read.groups and deciding:
+    if row.leaves is not None and deciding:
         anchor = GROUP_EVIDENCE_ANCHOR  # the group-level tests' own level and power
-    return f"{benchmark_label(task, read)}: {decision.verdict}: {body}" + (f" [evidence: {anchor}]" if anchor else "")
+    return f"{benchmark_label(row)}: {decision.verdict}: {body}" + (f" [evidence: {anchor}]" if anchor else "")
 
 
-def benchmark_label(benchmark: str, read: ContaminationValues) -> str:
+def benchmark_label(row: BenchmarkRow) -> str:
     """A row's name: a leaf task as it is, a group marked with its count of leaves (``bbh (group of 24)``)."""
-    if benchmark in read.groups:
-        return f"{benchmark} (group of {len(read.groups[benchmark])})"
-    return benchmark
+    if row.leaves is not None:
+        return f"{row.name} (group of {row.leaves})"
+    return row.name
 
 
 def contamination_checks(results: dict) -> ContaminationChecks | None:
-    """A ``pdd_contamination`` run: per source task, its accuracy from the same results JSON (where the
+    """:func:`checks_table` of a results JSON's ``pdd_contamination`` results
+    (:func:`pdd_tasks.tools.results.contamination.run_contamination`); None without them."""
+    read = run_contamination(results)
+    return None if read is None else checks_table(read)
+
+
+def _test_cells(test: TestRow, decision) -> list[str]:
+    """A test's three cells in a row of the table: its decisive number, its p-value (" (vs reference)" where it
+    was tested against one) and its Holm-adjusted value; "n/a (damaged)" or dashes where it is not shown."""
+    if test.unusable is not None:
+        return ["n/a (damaged)", "-", "-"]
+    if decision.p_values[test.test] is None:
+        return ["-", "-", "-"]
+    reference = " (vs reference)" if test.reference is not None else ""
+    return [test.shown, f"{decision.p_values[test.test]:.3g}{reference}", f"{decision.adjusted[test.test]:.3g}"]
+
+
+def _not_applied(row: BenchmarkRow, labels: dict[str, str]) -> str:
+    """The table's "not applied" cell: why each test did not apply (the run's summary), then each test whose
+    values are unusable and why (damaged, missing, no p-value); "-" where none."""
+    reasons = [f"{labels[test]}: {why}" for test, why in row.not_applicable.items() if test in labels]
+    reasons += [
+        f"{labels[test.test]}: not shown, the results JSON's "
+        + "; ".join(
+            f"{', '.join(found)} {what}"
+            for found, what in (
+                (test.damaged_keys, "is damaged (see the warnings)"),
+                (test.missing_keys, "is missing"),
+                (test.no_p_value_keys, "gives no p-value (e.g. no example scored)"),
+            )
+            if found
+        )
+        for test in row.tests.values()
+        if test.unusable is not None
+    ]
+    return "; ".join(reasons) or "-"
+
+
+def checks_table(read: RunContamination) -> ContaminationChecks:
+    """A ``pdd_contamination`` run as a table: per source task, its accuracy from the same results JSON (where the
     run evaluated it), each registered dataset-level test's decisive number (its reading's ``shown``),
     its p-value and its Holm-adjusted value across every p-value of the table, why a test did not apply,
     and a verdict that fires on any test and names what it detected
     (:func:`pdd_metrics.verdict.decide_table`), with one verdict line per task (:func:`verdict_line`).
-    After the leaf tasks, one row per group of the run (its group-level tests,
-    :class:`~pdd_tasks.tools.results.contamination.ContaminationValues`), whose p-values join the table's
-    Holm family. None without ``pdd_contamination`` in the results."""
-    read = contamination_values(results)
-    if read is None:
-        return None
-    values, summary, damaged = read.values, read.summary, read.damaged
-    from pdd_metrics.verdict import ALPHA, decide_table
+    After the leaf tasks, one row per group of the run (its group-level tests), whose p-values join the
+    table's Holm family. ``read``: the run's rows, as
+    :func:`pdd_tasks.tools.results.contamination.run_contamination` reads and decides them."""
+    from pdd_metrics.verdict import ALPHA
 
-    decisions = decide_table(read.found)
-    count = sum(p is not None for d in decisions.values() for p in d.p_values.values())
     labels = {name: test.reading.label for name, test in DATASET_TESTS.items()}
     header = ["task", "accuracy"]
     for name in labels.values():
         header += [name, f"{name} p", f"{name} Holm p"]
     header += ["verdict", "not applied"]
     rows, verdicts = [], []
-    for task in read.benchmarks:
-        decision = decisions[task]
-        cells = []
-        for test in DATASET_TESTS:
-            if (task, test) in damaged:
-                cells += ["n/a (damaged)", "-", "-"]
-            elif decision.p_values[test] is None:
-                cells += ["-", "-", "-"]
-            else:
-                reference = " (vs reference)" if read.readings[task, test][1] is not None else ""
-                cells += [
-                    read.shown(task, test),
-                    f"{decision.p_values[test]:.3g}{reference}",
-                    f"{decision.adjusted[test]:.3g}",
-                ]
-        reasons = [f"{labels[test]}: {why}" for test, why in read.not_applicable(task).items() if test in labels]
-        reasons += [
-            f"{labels[test]}: not shown, the results JSON's "
-            + "; ".join(
-                f"{', '.join(found)} {what}"
-                for found, what in (
-                    ([k for k in keys if k in values and values[k] is None], "is damaged (see the warnings)"),
-                    ([k for k in keys if k not in values], "is missing"),
-                    ([k for k in keys if values.get(k) is not None], "gives no p-value (e.g. no example scored)"),
-                )
-                if found
-            )
-            for (name, test), keys in damaged.items()
-            if name == task
-        ]
-        verdicts.append(verdict_line(task, decision, read))
-        rows.append(
-            [
-                benchmark_label(task, read),
-                _accuracy(results["results"].get(task)),
-                *cells,
-                decision.verdict,
-                "; ".join(reasons) or "-",
-            ]
-        )
+    for row in read.benchmarks:
+        cells = [cell for test in DATASET_TESTS for cell in _test_cells(row.tests[test], row.decision)]
+        verdicts.append(verdict_line(row))
+        rows.append([benchmark_label(row), _accuracy(row), *cells, row.decision.verdict, _not_applied(row, labels)])
     notes = (
         []
-        if summary
+        if read.has_summary
         else [
             "The results JSON holds no contamination summary (configs.pdd_contamination.metadata.contamination, "
             "which lm_eval writes): the tasks are read from the metric names, and why a test did not apply to a task "
@@ -348,7 +353,7 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
     )
     controls = contamination_controls()
     notes += [
-        f"Holm's correction across the {count} p-value(s) of this table (every test of every task; family-wise "
+        f"Holm's correction across the {read.p_values} p-value(s) of this table (every test of every task; family-wise "
         f"error rate {ALPHA}); any test can call a task contaminated, each for the exposure it detects. "
         + VERDICT_RULE
         + (f" Level and power measured with {controls['model']}." if controls and controls.get("model") else "")

@@ -2,17 +2,23 @@
 of each registered dataset-level test as :func:`pdd_metrics.verdict.decide_table` takes it (each read
 by its registry entry), the keys that are damaged or missing, why a test did not apply, and the task's accuracy.
 
-The per-run contamination table (:func:`pdd_tasks.tools.report.tables.contamination_checks`) and the
-report's contamination leaderboard (:mod:`pdd_tasks.tools.report.contamination_board`) read them here.
+:func:`contamination_values` reads one results JSON; :func:`run_contamination` turns that reading into plain
+rows (:class:`RunContamination`: a :class:`BenchmarkRow` per benchmark, a :class:`TestRow` per test, every
+number and string a table or board shows, the run's own verdicts); :func:`read_contamination` reads every
+run given once, and decides each model's verdicts over its runs (:class:`ModelContamination`). The per-run
+contamination table (:func:`pdd_tasks.tools.report.tables.contamination_checks`) and the report's
+contamination leaderboard (:mod:`pdd_tasks.tools.report.contamination_board`) only format these rows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pdd_metrics.verdict import Decision, Evidence, decide_table
 from pdd_tasks.dataset_tests import DATASET_TESTS
 from pdd_tasks.dataset_tests.core import MIN_GROUP_LEAVES
 from pdd_tasks.results_schema import reference_metric, result_key, source_metric
+from pdd_tasks.tools.results.runs import Run, model_spellings
 
 
 #: The accuracy-like metric of a standard task, first found first (multiple choice, then generation).
@@ -99,13 +105,6 @@ class ContaminationValues:
         """The value of metric ``name`` (``codec_score``, ``exchangeability_shards``, ...) for ``task``, or None."""
         return self.values.get(result_key(source_metric(name, task)))
 
-    def shown(self, task: str, test: str) -> str | None:
-        """``test``'s decisive number on ``task`` in a few words (its reading's ``shown``), None where it
-        is not in the verdict."""
-        if self.found[task].get(test) is None:
-            return None
-        return DATASET_TESTS[test].reading.shown(*self.readings[task, test])
-
     def not_applicable(self, task: str) -> dict[str, str]:
         """Test -> why it did not apply to ``task``, as the run's summary says (for a group: why it has
         no group-level test)."""
@@ -138,6 +137,8 @@ def contamination_values(results: dict) -> ContaminationValues | None:
     tasks = [task for task in tasks if not task.endswith("_stderr")]
     if not tasks:
         return None
+    children = _children(metadata.get("contamination_groups"))
+    groups = {group: leaves for group in children if (leaves := _leaves(group, children, tasks))}
     found: dict[str, dict] = {}
     readings: dict[tuple[str, str], tuple[dict, dict | None]] = {}
     damaged: dict[tuple[str, str], list[str]] = {}
@@ -160,8 +161,6 @@ def contamination_values(results: dict) -> ContaminationValues | None:
             else:
                 found[task][name] = evidence
                 readings[task, name] = (own, reference)
-    children = _children(metadata.get("contamination_groups"))
-    groups = {group: leaves for group in children if (leaves := _leaves(group, children, tasks))}
     group_reasons: dict[str, dict[str, str]] = {}
     for group, leaves in groups.items():
         found[group] = {}  # a test without a group-level form is not named: no part of the group's verdict
@@ -210,3 +209,211 @@ def _leaves(group: str, children: dict[str, list[str]], tasks: list[str]) -> lis
         elif name in tasks:
             found.add(name)
     return [task for task in tasks if task in found]
+
+
+# -- the reading as plain rows: what the contamination table and the board show ---------------------
+
+
+@dataclass(frozen=True)
+class TestRow:
+    """One registered test on one benchmark of a run, as read (:func:`run_contamination`).
+
+    ``in_table``: whether the test is named in the benchmark's verdict table (a group's test without a
+    group-level form is not); ``evidence``: as :func:`pdd_metrics.verdict.decide_table` takes it (None
+    where it did not apply or its values are unusable); ``values`` and ``reference``: its result keys'
+    values and the reference's (None where the run scored none), both None without evidence; ``shown``:
+    its decisive number in a few words (its reading's ``shown``), None without evidence; ``unusable``:
+    the keys that left out a test that ran (None where none did), split into ``damaged_keys`` (a value
+    the checks replaced by None), ``missing_keys`` and ``no_p_value_keys`` (values that give no p-value).
+    """
+
+    test: str
+    in_table: bool
+    evidence: Evidence | None = None
+    values: dict | None = None
+    reference: dict | None = None
+    shown: str | None = None
+    unusable: tuple[str, ...] | None = None
+    damaged_keys: tuple[str, ...] = ()
+    missing_keys: tuple[str, ...] = ()
+    no_p_value_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BenchmarkRow:
+    """One benchmark (a leaf task or a group) of a run, as read (:func:`run_contamination`).
+
+    ``group``: the group that lists it among its direct children (None at the top); ``leaves``: a group's
+    count of leaf tasks (None for a leaf); ``evaluated``: whether the run evaluated the task itself (its
+    own results are there); ``accuracy``: :func:`accuracy_of` its results; ``not_applicable``: test ->
+    why it did not apply, as the run's summary says (any test the summary names, in its order; for a
+    group: why it has no group-level test); ``tests``: every registered test's :class:`TestRow`, in
+    registry order; ``decision``: its verdict in the run's own table (Holm's family: the run's p-values);
+    ``advice``: where that verdict is "inconclusive", what would decide it (the deciding test's reading's
+    ``advice``), else None."""
+
+    name: str
+    group: str | None
+    leaves: int | None
+    evaluated: bool
+    accuracy: tuple[str, float | None, float | None] | None
+    not_applicable: dict[str, str]
+    tests: dict[str, TestRow]
+    decision: Decision
+    advice: str | None = None
+
+    @property
+    def found(self) -> dict[str, Evidence | None]:
+        """Test -> its evidence, the tests of its verdict table only, as :func:`pdd_metrics.verdict.decide_table` takes it."""
+        return {name: row.evidence for name, row in self.tests.items() if row.in_table}
+
+
+@dataclass(frozen=True)
+class RunContamination:
+    """One run's ``pdd_contamination`` results as rows: ``benchmarks`` (the leaf tasks, then the groups, as
+    :attr:`ContaminationValues.benchmarks`), ``tasks`` (the leaves), ``groups`` (group -> its leaf tasks),
+    ``children`` (group -> its direct children as recorded), ``has_summary`` (whether the results JSON holds
+    the run's contamination summary) and ``p_values`` (the count of p-values in the run's Holm family)."""
+
+    benchmarks: list[BenchmarkRow]
+    tasks: list[str]
+    groups: dict[str, list[str]]
+    children: dict[str, list[str]]
+    has_summary: bool
+    p_values: int
+
+
+def _test_row(read: ContaminationValues, benchmark: str, name: str) -> TestRow:
+    """:class:`TestRow` of test ``name`` on ``benchmark``, from the run's values."""
+    in_table = name in read.found[benchmark]
+    if read.found[benchmark].get(name) is not None:
+        own, reference = read.readings[benchmark, name]
+        shown = DATASET_TESTS[name].reading.shown(own, reference)
+        return TestRow(name, in_table, read.found[benchmark][name], own, reference, shown)
+    keys = read.damaged.get((benchmark, name))
+    if keys is None:
+        return TestRow(name, in_table)
+    values = read.values
+    return TestRow(
+        name,
+        in_table,
+        unusable=tuple(keys),
+        damaged_keys=tuple(k for k in keys if k in values and values[k] is None),
+        missing_keys=tuple(k for k in keys if k not in values),
+        no_p_value_keys=tuple(k for k in keys if values.get(k) is not None),
+    )
+
+
+def _advice(read: ContaminationValues, benchmark: str, decision: Decision) -> str | None:
+    """What would decide an "inconclusive" verdict: the first test whose weaker null is rejected, its
+    reading's ``advice``; None for any other verdict."""
+    from pdd_metrics.verdict import ALPHA
+
+    if decision.verdict != "inconclusive":
+        return None
+    deciding = next(test for test, p in decision.kind_adjusted.items() if p is not None and p <= ALPHA)
+    return DATASET_TESTS[deciding].reading.advice(*read.readings[benchmark, deciding])
+
+
+def run_contamination(results: dict) -> RunContamination | None:
+    """One results JSON's ``pdd_contamination`` results as rows (:class:`RunContamination`), each benchmark
+    decided in the run's own table (:func:`pdd_metrics.verdict.decide_table`); None without
+    ``pdd_contamination`` metrics in the results (as :func:`contamination_values`)."""
+    read = contamination_values(results)
+    if read is None:
+        return None
+    decisions = decide_table(read.found)
+    evaluated = results["results"]
+    rows = [
+        BenchmarkRow(
+            name=benchmark,
+            group=read.parent(benchmark),
+            leaves=len(read.groups[benchmark]) if benchmark in read.groups else None,
+            evaluated=bool(evaluated.get(benchmark)),
+            accuracy=accuracy_of(evaluated.get(benchmark)),
+            not_applicable=read.not_applicable(benchmark),
+            tests={name: _test_row(read, benchmark, name) for name in DATASET_TESTS},
+            decision=decisions[benchmark],
+            advice=_advice(read, benchmark, decisions[benchmark]),
+        )
+        for benchmark in read.benchmarks
+    ]
+    count = sum(p is not None for d in decisions.values() for p in d.p_values.values())
+    return RunContamination(rows, list(read.tasks), dict(read.groups), dict(read.children), bool(read.summary), count)
+
+
+@dataclass(frozen=True)
+class ModelContamination:
+    """One model's contamination results over the runs given (:func:`read_contamination`): ``identity`` (what its
+    name resolves to, :attr:`pdd_tasks.tools.results.runs.Run.model_identity`), ``name`` (the name its first run
+    gives it), ``cells``: benchmark -> (the run used, its row), the newest run of the model that tested it (the
+    later given where two share a date), and ``decisions``: benchmark -> its verdict in the model's table (Holm's
+    family: every p-value of the model's cells)."""
+
+    identity: str
+    name: str
+    cells: dict[str, tuple[Run, BenchmarkRow]]
+    decisions: dict[str, Decision]
+
+
+@dataclass(frozen=True)
+class ContaminationReading:
+    """The ``pdd_contamination`` results of every run given, read once: ``runs`` (each run that holds them, in
+    the order given, with its rows), ``models`` (in the order their first run is given), ``superseded``
+    ((model identity, benchmark, the run left out) where a newer run of the model tested the benchmark),
+    ``groups`` (:func:`board_groups` of every run given, {} where no run holds contamination results) and
+    ``spellings`` (:func:`pdd_tasks.tools.results.runs.model_spellings` of the runs that hold them)."""
+
+    runs: list[tuple[Run, RunContamination]]
+    models: list[ModelContamination]
+    superseded: list[tuple[str, str, Run]]
+    groups: dict[str, list[str]]
+    spellings: list[str]
+
+
+def read_contamination(runs: list[Run]) -> ContaminationReading:
+    """Every run's ``pdd_contamination`` results as rows (:func:`run_contamination`), and each model's cells
+    and verdicts over its runs (:class:`ModelContamination`: one run per (model, benchmark), the newest)."""
+    groups = board_groups([run.results for run in runs])
+    read = [(run, rows) for run in runs if (rows := run_contamination(run.results))]
+    first: dict[str, str] = {}  # each model (its identity) by the name its first run gives it
+    for run, _ in read:
+        first.setdefault(run.model_identity, run.model)
+    cells: dict[str, dict[str, tuple[Run, BenchmarkRow]]] = {identity: {} for identity in first}
+    superseded: list[tuple[str, str, Run]] = []
+    for run, rows in sorted(read, key=lambda item: item[0].timestamp):  # stable: the later given wins a tie
+        used = cells[run.model_identity]
+        for row in rows.benchmarks:
+            if row.name in used:
+                superseded.append((run.model_identity, row.name, used[row.name][0]))
+            used[row.name] = (run, row)
+    families = {identity: {b: row.found for b, (_, row) in used.items()} for identity, used in cells.items()}
+    models = [
+        ModelContamination(identity, first[identity], cells[identity], decide_table(families[identity]))
+        for identity in first
+    ]
+    return ContaminationReading(
+        read, models, superseded, groups if read else {}, model_spellings([run for run, _ in read])
+    )
+
+
+def board_groups(results: list[dict]) -> dict[str, list[str]]:
+    """Group -> its direct children (tasks or groups), merged over the results JSONs given in order: each run's
+    ``configs.pdd_contamination.metadata.contamination_groups``, each leaf's ``contamination.<leaf>.group``, and
+    lm-eval's ``group_subtasks`` (groups with subtasks only). Children keep their first-seen order."""
+    groups: dict[str, dict[str, None]] = {}
+
+    def add(group: str, children) -> None:
+        groups.setdefault(group, {}).update(dict.fromkeys(c for c in children if c != group))
+
+    for result in results:
+        metadata = ((result.get("configs") or {}).get("pdd_contamination") or {}).get("metadata") or {}
+        for group, children in (metadata.get("contamination_groups") or {}).items():
+            add(group, children or [])
+        for leaf, summary in (metadata.get("contamination") or {}).items():
+            if isinstance(summary, dict) and summary.get("group"):
+                add(summary["group"], [leaf])
+        for group, children in (result.get("group_subtasks") or {}).items():
+            if children:
+                add(group, children)
+    return {group: list(children) for group, children in groups.items()}
