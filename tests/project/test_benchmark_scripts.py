@@ -383,6 +383,36 @@ def test_scoring_cost_synthetic_texts_have_the_words_asked_and_both_labels():
     assert line_fit([1, 2, 3], [5, 7, 9]) == {"intercept": 3.0, "slope": 2.0}
 
 
+@pytest.fixture
+def common(monkeypatch):
+    """``benchmarks/_common.py`` as the scripts import it (``benchmarks/`` on ``sys.path``)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import _common
+
+    return _common
+
+
+def test_child_result_runs_the_calling_script_in_a_fresh_process(common, tmp_path):
+    """The script named (the caller's ``__file__``), not ``_common.py``: run as ``_common.py --child``, the
+    child printed nothing and both scripts' smoke runs failed."""
+    script = tmp_path / "cell.py"
+    script.write_text("import json, sys\nprint('loading')\nprint(json.dumps({'argv': sys.argv[1:2], **json.loads(sys.argv[2])}))\n")  # fmt: skip
+    assert common.child_result(script, {"texts": 2}) == {"argv": ["--child"], "texts": 2}
+
+
+def test_a_failed_command_stops_the_script_with_its_command_line_and_the_end_of_its_stderr(common, tmp_path):
+    script = tmp_path / "cell.py"
+    script.write_text("import sys\nprint('loading', file=sys.stderr)\nsys.exit('no model at /nowhere: give --model DIR')\n")  # fmt: skip
+    with pytest.raises(SystemExit) as stopped:
+        common.child_result(script, {"model": "/nowhere"})
+    assert str(stopped.value) == (
+        f'{sys.executable} {script} --child \'{{"model": "/nowhere"}}\'\n'
+        "  exited with status 1; the end of its stderr:\n    loading\n    no model at /nowhere: give --model DIR"
+    )
+    with pytest.raises(SystemExit, match=r"exited with status 3; its messages are above\.$"):
+        common.run_checked([sys.executable, "-c", "raise SystemExit(3)"], capture=False)
+
+
 # ------------------------------------------------------------------ backends: the completions server, hf
 
 
