@@ -29,12 +29,11 @@ import collections
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from _common import add_json_option, machine, recorded_command, refuse_existing_json
+from _common import add_json_option, machine, recorded_command, refuse_existing_json, run_checked
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,8 +48,9 @@ SOURCE_TASKS = ",".join([*V2, "arc_challenge", "gsm8k"])
 
 
 def lm_eval_pdd(*args: str) -> str:
-    command = [str(Path(sys.executable).with_name("lm-eval-pdd")), *args]
-    return subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip()
+    """What ``lm-eval-pdd ARGS`` prints on stdout; a failure stops the script with its command line and the
+    end of its stderr (:func:`_common.run_checked`)."""
+    return run_checked([str(Path(sys.executable).with_name("lm-eval-pdd")), *args]).stdout.strip()
 
 
 def tuning_file(include: Path, task: str, path: Path) -> Path:
@@ -94,7 +94,7 @@ def check(model: Path, include: Path, out: Path, metadata: dict, dtype: str) -> 
         "--output_path", str(out), "--log_samples",
     ]  # fmt: skip
     start = time.perf_counter()
-    subprocess.run(command, check=True, stdout=sys.stderr)
+    run_checked(command, capture=False, stdout=sys.stderr)  # its progress shown as it runs
     return time.perf_counter() - start
 
 

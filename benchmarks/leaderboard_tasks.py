@@ -23,7 +23,6 @@ import argparse
 import contextlib
 import json
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -32,6 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from _common import run_checked  # noqa: E402
 from support.leaderboard_tasks import V1, V2, leaderboard_tasks, stock_leaves  # noqa: E402
 
 
@@ -115,7 +115,7 @@ def main() -> None:
         "--batch_size", "8", "--gen_kwargs", "max_gen_toks=4", "--metadata", json.dumps(metadata),
         "--output_path", str(work / "out"),
     ]  # fmt: skip
-    subprocess.run(command, check=True, cwd=work, stdout=sys.stderr)  # stdout: the table alone
+    run_checked(command, capture=False, cwd=work, stdout=sys.stderr)  # stdout: the table alone
     results = json.loads(sorted((work / "out").rglob("results_*.json"))[-1].read_text())
     summary = results["configs"]["pdd_contamination"]["metadata"]["contamination"]
     leaves = stock_leaves()

@@ -620,6 +620,18 @@ def test_example_board_tunes_a_copy_checks_three_models_and_draws_their_board(ti
     assert image.read_bytes().startswith(b"\x89PNG") and str(tmp_path) not in found["command"]
 
 
+def test_example_board_names_a_failed_lm_eval_pdd_command_and_its_stderr(monkeypatch):
+    """A failed ``lm-eval-pdd`` subcommand: its command line and the end of its stderr, not a
+    CalledProcessError that shows neither."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    board = runpy.run_path(str(BENCHMARKS / "example_board.py"))
+    with pytest.raises(SystemExit) as stopped:
+        board["lm_eval_pdd"]("report", "--out")
+    message = str(stopped.value)
+    assert f"{Path(sys.executable).with_name('lm-eval-pdd')} report --out\n  exited with status 2; the end" in message
+    assert message.endswith("error: argument --out: expected one argument")
+
+
 def test_group_level_reads_the_shipped_controls_runs_as_its_results_record(monkeypatch):
     """``group_level.py``'s groups of the shipped controls' runs (one tuned of 4; all 4 tuned) are the
     measured groups its results file records."""
