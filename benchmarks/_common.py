@@ -177,6 +177,26 @@ def refuse_existing_json(args: argparse.Namespace) -> None:
         raise SystemExit(f"--json {args.json} exists; choose another file or add --force to replace it.")
 
 
+def model_directory(text: str) -> Path:
+    """An ``argparse`` type: a directory holding a Hugging Face model (its ``config.json``), refused with a
+    message before any work where there is none."""
+    if not (Path(text) / "config.json").is_file():
+        raise argparse.ArgumentTypeError(
+            f"no model at {text} (no config.json there); give a Hugging Face model's folder"
+        )
+    return Path(text)
+
+
+def shard_count(text: str) -> int:
+    """An ``argparse`` type: the exchangeability test's shards, a whole number >= 2 (its t-test needs two)."""
+    from pdd_tasks.tools.arg_types import positive_int
+
+    value = positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"expected at least 2 shards (the t-test needs two), got {text}")
+    return value
+
+
 def timing_parser(doc: str, texts: int) -> argparse.ArgumentParser:
     """The options of a benchmark that times the pdd path on a task's first texts: --task, --texts
     (default ``texts``), --batch-size and --repeats; ``doc``, the script's docstring, is its help."""
