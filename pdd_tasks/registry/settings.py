@@ -77,7 +77,7 @@ def whole_number_or_zero(name: str, value: Any) -> int:
 
 
 def flag(name: str, value: Any) -> bool:
-    """true or false (JSON's, unquoted: the string "false" is refused, not read as true)."""
+    """true or false, unquoted (a quoted "false" is refused)."""
     if not isinstance(value, bool):
         raise ValueError(f'metadata {name}={value!r}: expected true or false, unquoted (e.g. "{name}": false).')
     return value
