@@ -8,6 +8,8 @@ import contextlib
 import json
 import os
 import platform
+import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -77,8 +79,8 @@ def lm_eval_run(
     device: str = "cpu",
 ) -> tuple[float, dict]:
     """One run of the real ``lm_eval`` command (HF backend, float32, on ``device``) on the pdd tasks (or
-    the tasks under ``include``): its wall time in seconds and its results JSON. Raises with the end of
-    lm_eval's stderr if it fails."""
+    the tasks under ``include``): its wall time in seconds and its results JSON. A failed run stops the
+    script with its command line and the end of its stderr (:func:`run_checked`)."""
     from pdd_tasks.paths import tasks_path
 
     command = [
@@ -92,11 +94,61 @@ def lm_eval_run(
     ]
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false", **(env or {}))
     began = time.perf_counter()
-    process = subprocess.run(command, env=env, capture_output=True, text=True)
+    run_checked(command, env=env)
     seconds = time.perf_counter() - began
-    if process.returncode != 0:
-        raise RuntimeError(f"lm_eval failed ({process.returncode}):\n{process.stderr[-4000:]}")
     return seconds, read_json(sorted(Path(out).rglob("results_*.json"))[-1])
+
+
+#: The most characters of a failed command's line a message shows (a child's JSON config can be long).
+SHOWN_COMMAND_CHARS = 400
+
+#: The last lines of a failed command's stderr a message shows.
+SHOWN_STDERR_LINES = 20
+
+
+def failure_message(command: list[str], returncode: int, stderr: str | None) -> str:
+    """What a script says when ``command`` failed: its command line (shell-quoted; one longer than
+    :data:`SHOWN_COMMAND_CHARS` cut in its middle), how it ended (its exit status, or the signal that
+    killed it), then the last :data:`SHOWN_STDERR_LINES` lines of ``stderr``, or where its stderr was not
+    captured (``None``), that its messages are above."""
+    line = shlex.join(map(str, command))
+    if len(line) > SHOWN_COMMAND_CHARS:
+        half = SHOWN_COMMAND_CHARS // 2
+        line = f"{line[:half]} ... {line[-half:]}"
+    ended = (
+        f"was killed by {signal.Signals(-returncode).name}" if returncode < 0 else f"exited with status {returncode}"
+    )
+    if stderr is None:
+        return f"{line}\n  {ended}; its messages are above."
+    tail = stderr.rstrip().splitlines()[-SHOWN_STDERR_LINES:]
+    if not tail:
+        return f"{line}\n  {ended}, writing nothing to stderr."
+    return f"{line}\n  {ended}; the end of its stderr:\n" + "\n".join(f"    {text}" for text in tail)
+
+
+def run_checked(command: list[str], *, capture: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    """``subprocess.run(command, **kwargs)``, its stdout and stderr captured as text (``capture``; else
+    they go where ``kwargs`` send them). Where the command fails, the script stops (``SystemExit``) with
+    :func:`failure_message`: the command line, its exit status and the end of its stderr, one error in
+    place of a ``CalledProcessError`` that shows none of it."""
+    if capture:
+        kwargs |= {"capture_output": True, "text": True}
+    process = subprocess.run(command, **kwargs)
+    if process.returncode != 0:
+        raise SystemExit(failure_message(command, process.returncode, process.stderr if capture else None))
+    return process
+
+
+def child_result(script: str | Path, config: dict) -> dict:
+    """``python SCRIPT --child CONFIG`` in a fresh process (its own peak memory, its own imports): the
+    JSON object on the last line of its stdout. ``script`` is the calling script's own path (its
+    ``__file__``: here that would be this module), ``config`` its ``--child`` argument as JSON. A child
+    that fails stops the script with :func:`run_checked`'s message."""
+    process = run_checked([sys.executable, str(script), "--child", json.dumps(config)])
+    lines = process.stdout.strip().splitlines()
+    if not lines:
+        raise SystemExit(f"{Path(script).name} --child printed nothing: expected its result as a JSON line.")
+    return json.loads(lines[-1])
 
 
 @contextlib.contextmanager
@@ -123,6 +175,26 @@ def refuse_existing_json(args: argparse.Namespace) -> None:
     not given."""
     if args.json is not None and args.json.exists() and not args.force:
         raise SystemExit(f"--json {args.json} exists; choose another file or add --force to replace it.")
+
+
+def model_directory(text: str) -> Path:
+    """An ``argparse`` type: a directory holding a Hugging Face model (its ``config.json``), refused with a
+    message before any work where there is none."""
+    if not (Path(text) / "config.json").is_file():
+        raise argparse.ArgumentTypeError(
+            f"no model at {text} (no config.json there); give a Hugging Face model's folder"
+        )
+    return Path(text)
+
+
+def shard_count(text: str) -> int:
+    """An ``argparse`` type: the exchangeability test's shards, a whole number >= 2 (its t-test needs two)."""
+    from pdd_tasks.tools.arg_types import positive_int
+
+    value = positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"expected at least 2 shards (the t-test needs two), got {text}")
+    return value
 
 
 def timing_parser(doc: str, texts: int) -> argparse.ArgumentParser:

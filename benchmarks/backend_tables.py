@@ -22,14 +22,13 @@ import argparse
 import json
 import os
 import socket
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from _common import cpu_name, read_run
+from _common import cpu_name, read_run, run_checked
 
 from pdd_tasks.paths import tasks_path
 from pdd_tasks.registry import DEFAULT_METHODS, ScoringSettings, label
@@ -55,14 +54,14 @@ def run_backend(backend: str, common: list[str], model_dir: Path, out: Path, thr
     start = time.perf_counter()
     with (out / "stdout.txt").open("w") as log:
         if backend == "hf":
-            subprocess.run([str(bin_dir / "lm_eval"), *hf_args, *common, *output], check=True, env=ENV, stdout=log)
+            run_checked([str(bin_dir / "lm_eval"), *hf_args, *common, *output], capture=False, env=ENV, stdout=log)
         elif backend == "hf-2proc":
             launch = [
                 str(bin_dir / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
                 "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
             ]  # fmt: skip
             env = dict(ENV, ACCELERATE_USE_CPU="true", OMP_NUM_THREADS="1")
-            subprocess.run([*launch, "-m", "lm_eval", *hf_args, *common, *output], check=True, env=env, stdout=log)
+            run_checked([*launch, "-m", "lm_eval", *hf_args, *common, *output], capture=False, env=env, stdout=log)
         elif backend == "local-completions":
             from pdd_tasks.tools.servers.gguf_server import running_server
 
@@ -71,7 +70,7 @@ def run_backend(backend: str, common: list[str], model_dir: Path, out: Path, thr
                     f"model=smollm2-135m-q4_1,base_url={url},tokenizer={model_dir},tokenizer_backend=huggingface"
                 )
                 command = [str(bin_dir / "lm_eval"), "--model", "local-completions", "--model_args", model_args]
-                subprocess.run([*command, *common, *output], check=True, env=ENV, stdout=log)
+                run_checked([*command, *common, *output], capture=False, env=ENV, stdout=log)
         else:
             raise ValueError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
     return time.perf_counter() - start

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _common import read_run
+from _common import read_run, run_checked
 from scipy.stats import spearmanr
 
 from pdd_tasks.paths import tasks_path
@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 def lm_eval(args: list[str], out: Path) -> None:
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     command = [str(Path(sys.executable).with_name("lm_eval")), *args, "--output_path", str(out), "--log_samples"]
-    subprocess.run(command, check=True, env=env, cwd=out.parent, stdout=subprocess.DEVNULL)
+    run_checked(command, capture=False, env=env, cwd=out.parent, stdout=subprocess.DEVNULL)
 
 
 def main() -> None:

@@ -112,6 +112,7 @@ from pdd_metrics.verdict import (  # noqa: E402
     codec_reference_pvalue,
     decide,
 )
+from pdd_tasks.tools import arg_types  # noqa: E402
 from pdd_tasks.tools.report.tables import EXPOSURE_KEYS  # noqa: E402
 
 
@@ -880,7 +881,9 @@ def main() -> int:
     parser.add_argument("--held-out", type=int, default=52, help="unseen rows of the same shape for PTDI")
     parser.add_argument("--unseen-suspects", type=int, default=16, help="of --held-out, suspects per PTDI draw")
     parser.add_argument("--level-seeds", type=int, default=2, help="untouched files per shape")
-    parser.add_argument("--epochs", nargs="*", type=int, default=[1, 2, 3], help="test the model after these")
+    parser.add_argument(
+        "--epochs", nargs="*", type=arg_types.epochs, default=[1, 2, 3], help="test the model after these"
+    )
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--permutations", type=int, default=2)
     parser.add_argument("--ptdi-draws", type=int, default=200)
@@ -911,8 +914,12 @@ def main() -> int:
         "--tests", nargs="+", choices=["codec", "exchangeability"], default=["codec", "exchangeability"],
         help="exposure controls: the tests run on each file (default both; codec alone for large files)",
     )  # fmt: skip
-    parser.add_argument("--tuning-seeds", type=int, default=3, help="exposure controls: files and tunings per shape")
-    parser.add_argument("--unseen-files", type=int, default=1, help="exposure controls: unseen files per tuning")
+    parser.add_argument(
+        "--tuning-seeds", type=arg_types.positive_int, default=3, help="exposure controls: files and tunings per shape"
+    )
+    parser.add_argument(
+        "--unseen-files", type=arg_types.non_negative_int, default=1, help="exposure controls: unseen files per tuning"
+    )
     parser.add_argument(
         "--tune-on", choices=["one", "all"], default="one",
         help="exposure controls: tune on the seed's file alone, the --unseen-files files unseen (one; default), or "
@@ -932,6 +939,12 @@ def main() -> int:
         "written to --json and, under exposure_controls, to --package-data where given)",
     )  # fmt: skip
     args = parser.parse_args()
+    if args.tune_on == "all" and not args.exposure:
+        parser.error("--tune-on all tunes the exposure controls' model: add --exposure (ordered, shuffled or examples)")
+    if args.tune_on == "all" and args.unseen_files < 1:
+        parser.error(
+            "--tune-on all tunes on the file and its --unseen-files files together: give --unseen-files 1 or more"
+        )
     if args.merge:
         if args.json is None or not args.json.is_file():
             raise SystemExit(

@@ -29,18 +29,27 @@ import collections
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from _common import add_json_option, machine, recorded_command, refuse_existing_json
+from _common import (
+    add_json_option,
+    machine,
+    model_directory,
+    recorded_command,
+    refuse_existing_json,
+    run_checked,
+    shard_count,
+)
 
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from support.leaderboard_tasks import FAMILIES, V2, leaderboard_tasks  # noqa: E402
+
+from pdd_tasks.tools.arg_types import epochs, positive_int  # noqa: E402
 
 
 #: The board's benchmarks: v2's ``leaderboard`` group (its groups ``leaderboard_bbh`` 24, ``_gpqa`` 3, ``_math_hard`` 7,
@@ -49,8 +58,9 @@ SOURCE_TASKS = ",".join([*V2, "arc_challenge", "gsm8k"])
 
 
 def lm_eval_pdd(*args: str) -> str:
-    command = [str(Path(sys.executable).with_name("lm-eval-pdd")), *args]
-    return subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip()
+    """What ``lm-eval-pdd ARGS`` prints on stdout; a failure stops the script with its command line and the
+    end of its stderr (:func:`_common.run_checked`)."""
+    return run_checked([str(Path(sys.executable).with_name("lm-eval-pdd")), *args]).stdout.strip()
 
 
 def tuning_file(include: Path, task: str, path: Path) -> Path:
@@ -94,7 +104,7 @@ def check(model: Path, include: Path, out: Path, metadata: dict, dtype: str) -> 
         "--output_path", str(out), "--log_samples",
     ]  # fmt: skip
     start = time.perf_counter()
-    subprocess.run(command, check=True, stdout=sys.stderr)
+    run_checked(command, capture=False, stdout=sys.stderr)  # its progress shown as it runs
     return time.perf_counter() - start
 
 
@@ -102,14 +112,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workdir", type=Path, default=Path("work/example_board"))
     parser.add_argument("--source-tasks", default=SOURCE_TASKS, help=f"tasks, groups or tags (default {SOURCE_TASKS})")
-    parser.add_argument("--rows", type=int, default=16, help="rows a leaf (default 16)")
+    parser.add_argument("--rows", type=positive_int, default=16, help="rows a leaf (default 16)")
     parser.add_argument("--tuned-task", default="arc_challenge", choices=sorted(FAMILIES_BY_TASK))
-    parser.add_argument("--tuned-rows", type=int, default=96, help="rows of the tuned task (default 96)")
-    parser.add_argument("--epochs", type=int, default=3, help="passes of the tuning (default 3)")
-    parser.add_argument("--ordered-epochs", type=int, default=10, help="passes of the copy tuned in order (default 10)")  # fmt: skip
-    parser.add_argument("--shards", type=int, default=8, help="the exchangeability test's shards (default 8)")
-    parser.add_argument("--model", default=None, help="the base model's directory (default: the default model)")
-    parser.add_argument("--third", type=Path, default=None, help="the third model's directory (default: a copy tuned on gsm8k)")  # fmt: skip
+    parser.add_argument("--tuned-rows", type=positive_int, default=96, help="rows of the tuned task (default 96)")
+    parser.add_argument("--epochs", type=epochs, default=3, help="passes of the tuning (default 3)")
+    parser.add_argument("--ordered-epochs", type=epochs, default=10, help="passes of the copy tuned in order (default 10)")  # fmt: skip
+    parser.add_argument("--shards", type=shard_count, default=8, help="the exchangeability test's shards (default 8)")
+    parser.add_argument(
+        "--model", type=model_directory, default=None, help="the base model's directory (default: the default model)"
+    )
+    parser.add_argument("--third", type=model_directory, default=None, help="the third model's directory (default: a copy tuned on gsm8k)")  # fmt: skip
     parser.add_argument("--image", type=Path, default=None, help="copy the board's heat map here")
     add_json_option(parser)
     args = parser.parse_args(argv)

@@ -36,13 +36,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import add_json_option, recorded_command, refuse_existing_json
+from _common import add_json_option, recorded_command, refuse_existing_json, shard_count
 from scipy.stats import cauchy, norm
 
 from pdd_metrics.combine import fisher_combined_pvalue, pooled_drops
 from pdd_metrics.exchangeability import sharded_comparison_test
 from pdd_metrics.multiple_testing import holm_adjusted
 from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE, codec_calibrated_pvalue, decide_table
+from pdd_tasks.tools.arg_types import positive_int, random_seed
 
 
 #: CoDeC drop rates measured on the default model's controls (module docstring).
@@ -148,6 +149,44 @@ def exchangeability_scenarios(rng, replicates: int, alpha: float, shards: int, s
     return out
 
 
+def level(text: str) -> float:
+    """``--alpha``: a number strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a level between 0 and 1 (e.g. 0.05), got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a level between 0 and 1 (e.g. 0.05), got {text}")
+    return value
+
+
+def finite(text: str) -> float:
+    """``--shift``: a finite number."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def controls_document(path: Path) -> dict:
+    """The ``--json`` of a ``contamination_controls.py --exposure`` run at ``path``; a missing file, or one
+    that is not such a run, stops the script with a message naming it."""
+    fix = "give the --json of a `contamination_controls.py --exposure` run"
+    if not path.is_file():
+        raise SystemExit(f"--controls {path}: no such file; {fix}.")
+    try:
+        document = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise SystemExit(f"--controls {path}: not JSON ({error}); {fix}.") from None
+    runs = document.get("runs") if isinstance(document, dict) else None
+    if not isinstance(runs, dict) or not any(isinstance(e, dict) and "exposure" in e for e in runs.values()):
+        raise SystemExit(f"--controls {path}: no exposure controls' runs in it; {fix}.")
+    return document
+
+
 def group_of_files(name: str, files: list[dict]) -> dict:
     """A group of measured files (each ``{"codec_score", "codec_examples", "exchangeability_pvalue"}``, as
     ``contamination_controls.py`` records a file's tests) read as ``lm-eval-pdd table`` reads a run's group:
@@ -193,11 +232,12 @@ def controls_groups(path: Path) -> list[dict]:
     """Groups of the files a ``contamination_controls.py --exposure`` run measured (its ``--json``):
     per tuning seed and epochs, on the tuned model, the file tuned on with the unseen files of its shape
     ("one of N tuned"), and the unseen files alone ("none of N tuned, the kind seen"); of a ``--tune-on all``
-    run, the file with the other files tuned on beside it ("all N tuned")."""
-    document = json.loads(path.read_text())
+    run, the file with the other files tuned on beside it ("all N tuned"); a run of another kind in the same
+    file (no ``exposure``) is left out."""
+    document = controls_document(path)
     out = []
     for shape, entry in document["runs"].items():
-        for run in entry.get("runs", []):
+        for run in entry.get("runs", []) if isinstance(entry, dict) and "exposure" in entry else []:
             for epochs, tuned in run["tuned"].items():
                 unseen, also_tuned = tuned["unseen"], tuned.get("also_tuned", [])
                 where = f"{shape}, seed {run['tuning_seed']}, {epochs} epoch(s), the tuned model"
@@ -226,11 +266,11 @@ def shipped_untouched_group() -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--replicates", type=int, default=4000, help="simulated groups per scenario (default 4000)")
-    parser.add_argument("--shards", type=int, default=8, help="shards per leaf, one permutation each (default 8)")
-    parser.add_argument("--shift", type=float, default=1.0, help="a seen leaf's canonical order's raise (default 1)")
-    parser.add_argument("--alpha", type=float, default=ALPHA)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--replicates", type=positive_int, default=4000, help="simulated groups per scenario (default 4000)")  # fmt: skip
+    parser.add_argument("--shards", type=shard_count, default=8, help="shards per leaf, one permutation each (default 8)")  # fmt: skip
+    parser.add_argument("--shift", type=finite, default=1.0, help="a seen leaf's canonical order's raise (default 1)")
+    parser.add_argument("--alpha", type=level, default=ALPHA)
+    parser.add_argument("--seed", type=random_seed, default=0)
     parser.add_argument(
         "--controls",
         type=Path,
@@ -242,7 +282,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--controls-only", action="store_true", help="no simulation: only --controls")
     add_json_option(parser)
     args = parser.parse_args(argv)
+    if args.controls_only and args.controls is None:
+        parser.error("--controls-only reads only the --controls runs: give --controls FILE ..., or leave it out")
     refuse_existing_json(args)
+    for path in args.controls or []:  # before the simulation's minutes
+        controls_document(path)
     rng = np.random.default_rng(args.seed)
     start = time.perf_counter()
     rows = []

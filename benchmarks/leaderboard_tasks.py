@@ -23,7 +23,6 @@ import argparse
 import contextlib
 import json
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -32,7 +31,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from _common import run_checked  # noqa: E402
 from support.leaderboard_tasks import V1, V2, leaderboard_tasks, stock_leaves  # noqa: E402
+
+from pdd_tasks.tools.arg_types import positive_int  # noqa: E402
 
 
 #: Each family's examples in the published evaluation split (what ``eval_docs`` holds), per leaf.
@@ -93,7 +95,7 @@ def outcome(entries: list[dict], test: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model_args", required=True, help="lm_eval --model_args of the hf model")
-    parser.add_argument("--rows", type=int, default=6, help="rows a leaf in the fixtures (CoDeC needs 5)")
+    parser.add_argument("--rows", type=positive_int, default=6, help="rows a leaf in the fixtures (CoDeC needs 5)")
     parser.add_argument("--workdir", type=Path, default=None, help="where fixtures and results go (default: a temp folder)")  # fmt: skip
     parser.add_argument(
         "--check-only",
@@ -101,6 +103,8 @@ def main() -> None:
         help="run the check alone (source_tasks the leaderboards), not the evals: what a larger model needs on a CPU",
     )
     options = parser.parse_args()
+    if not re.search(r"(^|,)pretrained=[^,]", options.model_args):
+        parser.error(f"--model_args: expected pretrained=<model>[,<more>] (lm_eval's hf arguments), got {options.model_args!r}")  # fmt: skip
     work = (options.workdir or Path(tempfile.mkdtemp(prefix="leaderboards-"))).resolve()
     include = leaderboard_tasks(work / "tasks", rows=options.rows)
     (include / "pdd_contamination.yaml").write_text(f"include: {REPO / 'task_configs/contamination/pdd_contamination.yaml'}\n")  # fmt: skip
@@ -115,7 +119,7 @@ def main() -> None:
         "--batch_size", "8", "--gen_kwargs", "max_gen_toks=4", "--metadata", json.dumps(metadata),
         "--output_path", str(work / "out"),
     ]  # fmt: skip
-    subprocess.run(command, check=True, cwd=work, stdout=sys.stderr)  # stdout: the table alone
+    run_checked(command, capture=False, cwd=work, stdout=sys.stderr)  # stdout: the table alone
     results = json.loads(sorted((work / "out").rglob("results_*.json"))[-1].read_text())
     summary = results["configs"]["pdd_contamination"]["metadata"]["contamination"]
     leaves = stock_leaves()

@@ -30,13 +30,11 @@ import argparse
 import json
 import platform
 import resource
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from _common import cpu_name
+from _common import child_result, cpu_name
 
 
 N_POSITIONS = 4160
@@ -138,15 +136,6 @@ def child(config: dict) -> dict:
     }
 
 
-def measure(config: dict) -> dict:
-    process = subprocess.run(
-        [sys.executable, __file__, "--child", json.dumps(config)], capture_output=True, text=True, check=False
-    )
-    if process.returncode != 0:
-        raise SystemExit(f"measurement failed for {config['path']} {config['batch_size']}:\n{process.stderr[-3000:]}")
-    return json.loads(process.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lengths", type=int, nargs="+", default=[128, 512, 1024, 2048, 4096])
@@ -201,8 +190,8 @@ def main() -> None:
                     "threads": args.threads,
                     "positions": positions,
                 }
-                stock = measure({**config, "path": "stock"})
-                pdd = measure({**config, "path": "pdd"})
+                stock = child_result(__file__, {**config, "path": "stock"})  # each path in a fresh process
+                pdd = child_result(__file__, {**config, "path": "pdd"})
                 tokens = pdd["tokens"]
                 gb = 1024**2
                 print(

@@ -32,13 +32,12 @@ import argparse
 import json
 import random
 import resource
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-from _common import add_json_option, machine, recorded_command, refuse_existing_json
+from _common import add_json_option, child_result, machine, recorded_command, refuse_existing_json
 
 
 #: The task whose object scores the synthetic texts (its requests and methods are every WikiMIA split's).
@@ -165,16 +164,6 @@ def child(config: dict) -> dict:
     }
 
 
-def measure(config: dict) -> dict:
-    """:func:`child` in a fresh process (its own peak memory)."""
-    process = subprocess.run(
-        [sys.executable, __file__, "--child", json.dumps(config)], capture_output=True, text=True, check=False
-    )
-    if process.returncode != 0:
-        raise SystemExit(f"cell {config} failed:\n{process.stderr[-3000:]}")
-    return json.loads(process.stdout.strip().splitlines()[-1])
-
-
 def line_fit(xs: list[float], ys: list[float]) -> dict:
     """Least-squares ``y = intercept + slope x`` (the slope alone through 0 for one point)."""
     n = len(xs)
@@ -278,7 +267,7 @@ def main() -> None:
     print("| cell | texts | words | tokens | scoring s | ms per token | peak MiB scoring (after loading) |")
     print("|---|---|---|---|---|---|---|")
     for config in configs:
-        cell = measure(config)
+        cell = child_result(__file__, config)  # a fresh process: its own peak memory
         result["cells"].append(cell)
         print(
             f"| {cell['kind']} | {cell['texts']:,} | {cell['words']} | {cell['tokens']:,} | {cell['seconds']:.1f} | "

@@ -77,9 +77,9 @@ def whole_number_or_zero(name: str, value: Any) -> int:
 
 
 def flag(name: str, value: Any) -> bool:
-    """true or false."""
+    """true or false, unquoted (a quoted "false" is refused)."""
     if not isinstance(value, bool):
-        raise ValueError(f"metadata {name}={value!r}: expected true or false.")
+        raise ValueError(f'metadata {name}={value!r}: expected true or false, unquoted (e.g. "{name}": false).')
     return value
 
 

@@ -71,6 +71,17 @@ def test_a_misspelt_top_level_setting_of_a_test_alone_is_refused():
         build_task("exchangeability", {"data_files": "a.jsonl", "permutation": 2})
 
 
+def test_codecs_share_passes_must_be_true_or_false_unquoted():
+    """A quoted "yes" (or "false", which Python reads as true) is refused, naming the setting and the fix."""
+    fix = """: expected true or false, unquoted (e.g. "share_passes": false)."""
+    with pytest.raises(SettingError) as refused:
+        build_task("codec", {"data_files": "a.jsonl", "share_passes": "yes"})
+    assert str(refused.value) == "pdd_codec: metadata share_passes='yes'" + fix
+    with pytest.raises(UserError) as refused:
+        build_task("contamination", {"source_tasks": ["a"], "codec": {"share_passes": "false"}})
+    assert str(refused.value) == "pdd_contamination: codec: metadata share_passes='false'" + fix
+
+
 def test_every_registered_test_reads_max_requests():
     assert all("max_requests" in {s.name for s in test.all_settings} for test in DATASET_TESTS.values())
 

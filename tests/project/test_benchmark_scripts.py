@@ -127,6 +127,58 @@ def test_benchmark_options_refuse_unknown_values_naming_the_choices():
     assert "--task pdd_wikimia is a group: give one of its tasks (pdd_wikimia_128, " in process.stderr
 
 
+@pytest.mark.parametrize(
+    "script, args, message",
+    [
+        ("example_board.py", ["--ordered-epochs", "0"], "argument --ordered-epochs: expected a whole number >= 1, got 0"),
+        ("example_board.py", ["--ordered-epochs", "5000"], "argument --ordered-epochs: expected at most 1,000 epochs (the controls use 1 to 3), got 5000"),
+        ("example_board.py", ["--epochs", "-1"], "argument --epochs: expected a whole number >= 1, got -1"),
+        ("example_board.py", ["--model", "nowhere"], "argument --model: no model at nowhere (no config.json there); give a Hugging Face model's folder"),
+        ("example_board.py", ["--third", "."], "argument --third: no model at . (no config.json there); give a Hugging Face model's folder"),
+        ("example_board.py", ["--shards", "1"], "argument --shards: expected at least 2 shards (the t-test needs two), got 1"),
+        ("example_board.py", ["--tuned-rows", "0"], "argument --tuned-rows: expected a whole number >= 1, got 0"),
+        ("leaderboard_tasks.py", ["--check-only", "--model_args", "models/x"], "--model_args: expected pretrained=<model>[,<more>] (lm_eval's hf arguments), got 'models/x'"),
+        ("leaderboard_tasks.py", ["--check-only", "--model_args", "pretrained=x", "--rows", "0"], "argument --rows: expected a whole number >= 1, got 0"),
+        ("contamination_controls.py", ["--tune-on", "all"], "--tune-on all tunes the exposure controls' model: add --exposure (ordered, shuffled or examples)"),
+        ("contamination_controls.py", ["--tune-on", "all", "--exposure", "examples", "--unseen-files", "0"], "--tune-on all tunes on the file and its --unseen-files files together: give --unseen-files 1 or more"),
+        ("contamination_controls.py", ["--epochs", "1", "0"], "argument --epochs: expected a whole number >= 1, got 0"),
+        ("group_level.py", ["--replicates", "0"], "argument --replicates: expected a whole number >= 1, got 0"),
+        ("group_level.py", ["--shards", "1"], "argument --shards: expected at least 2 shards (the t-test needs two), got 1"),
+        ("group_level.py", ["--alpha", "1.5"], "argument --alpha: expected a level between 0 and 1 (e.g. 0.05), got 1.5"),
+        ("group_level.py", ["--shift", "inf"], "argument --shift: expected a finite number, got 'inf'"),
+        ("group_level.py", ["--seed", "-1"], "argument --seed: expected a seed from 0 to 4294967295, got -1"),
+        ("group_level.py", ["--controls-only"], "--controls-only reads only the --controls runs: give --controls FILE ..., or leave it out"),
+    ],
+)  # fmt: skip
+def test_benchmark_options_out_of_range_are_refused_in_one_line_before_any_work(script, args, message, tmp_path):
+    """Argparse's refusal (status 2, its last line the option, the value and what is expected), in place of
+    a traceback or an hours-long run that fails at its end; nothing written."""
+    process = run_here(script, *args, cwd=tmp_path)
+    assert process.returncode == 2 and "Traceback" not in process.stderr, process.stderr[-3000:]
+    assert process.stderr.strip().splitlines()[-1] == f"{script}: error: {message}"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "document, message",
+    [
+        (None, "no such file"),
+        ("[1, 2", "not JSON (Expecting ',' delimiter: line 1 column 6 (char 5))"),
+        ('{"runs": {"multiple_choice": {"level": {}, "tuned": {}}}}', "no exposure controls' runs in it"),
+    ],
+    ids=["missing", "not-json", "a-level-run"],
+)
+def test_group_level_names_a_controls_file_that_is_no_exposure_run_before_simulating(document, message, tmp_path):
+    controls = tmp_path / "controls.json"
+    if document is not None:
+        controls.write_text(document)
+    process = run_here("group_level.py", "--controls", controls, cwd=tmp_path)
+    assert process.returncode == 1 and "Traceback" not in process.stderr, process.stderr[-3000:]
+    fix = "give the --json of a `contamination_controls.py --exposure` run."
+    assert process.stderr.strip().splitlines()[-1] == f"--controls {controls}: {message}; {fix}"
+    assert process.stdout == ""  # no simulated row printed first
+
+
 JSON_WRITERS = [
     "capture_chunks.py", "contamination_controls.py", "cpu_efficiency.py", "example_board.py", "exchangeability_level.py",
     "gpu_check.py", "scoring_cost.py", "table_sensitivity.py", "vllm_exit_loop.py", "vllm_repeat.py",
@@ -383,6 +435,36 @@ def test_scoring_cost_synthetic_texts_have_the_words_asked_and_both_labels():
     assert line_fit([1, 2, 3], [5, 7, 9]) == {"intercept": 3.0, "slope": 2.0}
 
 
+@pytest.fixture
+def common(monkeypatch):
+    """``benchmarks/_common.py`` as the scripts import it (``benchmarks/`` on ``sys.path``)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import _common
+
+    return _common
+
+
+def test_child_result_runs_the_calling_script_in_a_fresh_process(common, tmp_path):
+    """The script named (the caller's ``__file__``), not ``_common.py``: run as ``_common.py --child``, the
+    child printed nothing and both scripts' smoke runs failed."""
+    script = tmp_path / "cell.py"
+    script.write_text("import json, sys\nprint('loading')\nprint(json.dumps({'argv': sys.argv[1:2], **json.loads(sys.argv[2])}))\n")  # fmt: skip
+    assert common.child_result(script, {"texts": 2}) == {"argv": ["--child"], "texts": 2}
+
+
+def test_a_failed_command_stops_the_script_with_its_command_line_and_the_end_of_its_stderr(common, tmp_path):
+    script = tmp_path / "cell.py"
+    script.write_text("import sys\nprint('loading', file=sys.stderr)\nsys.exit('no model at /nowhere: give --model DIR')\n")  # fmt: skip
+    with pytest.raises(SystemExit) as stopped:
+        common.child_result(script, {"model": "/nowhere"})
+    assert str(stopped.value) == (
+        f'{sys.executable} {script} --child \'{{"model": "/nowhere"}}\'\n'
+        "  exited with status 1; the end of its stderr:\n    loading\n    no model at /nowhere: give --model DIR"
+    )
+    with pytest.raises(SystemExit, match=r"exited with status 3; its messages are above\.$"):
+        common.run_checked([sys.executable, "-c", "raise SystemExit(3)"], capture=False)
+
+
 # ------------------------------------------------------------------ backends: the completions server, hf
 
 
@@ -588,6 +670,18 @@ def test_example_board_tunes_a_copy_checks_three_models_and_draws_their_board(ti
         assert sum(counts.values()) == 5, counts
     assert len(found["tuned_task"]) == 4 and all(found["tuned_task"].values())
     assert image.read_bytes().startswith(b"\x89PNG") and str(tmp_path) not in found["command"]
+
+
+def test_example_board_names_a_failed_lm_eval_pdd_command_and_its_stderr(monkeypatch):
+    """A failed ``lm-eval-pdd`` subcommand: its command line and the end of its stderr, not a
+    CalledProcessError that shows neither."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    board = runpy.run_path(str(BENCHMARKS / "example_board.py"))
+    with pytest.raises(SystemExit) as stopped:
+        board["lm_eval_pdd"]("report", "--out")
+    message = str(stopped.value)
+    assert f"{Path(sys.executable).with_name('lm-eval-pdd')} report --out\n  exited with status 2; the end" in message
+    assert message.endswith("error: argument --out: expected one argument")
 
 
 def test_group_level_reads_the_shipped_controls_runs_as_its_results_record(monkeypatch):
