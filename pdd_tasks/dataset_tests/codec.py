@@ -120,9 +120,10 @@ SETTINGS = (
         "share_passes",
         True,
         flag,
-        "the requests may share forward passes with the eval of the same run (HF: a request is answered from the "
-        "longest pass of its call that holds its tokens, patch hf-shared-passes: the eval's question with its gold "
-        "answer is CoDeC's no-context request); false: sent in a call of their own, as if run alone.",
+        "the requests may share forward passes with the eval of the same run (a request is answered from the "
+        "longest pass of its call that holds its tokens, patches hf-shared-passes and vllm-shared-passes: the "
+        "eval's question with its gold answer is CoDeC's no-context request); false: sent in a call of their own, "
+        "as if run alone.",
     ),
 )
 
