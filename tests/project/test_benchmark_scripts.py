@@ -183,20 +183,20 @@ def test_exchangeability_level_runs_and_resamples_at_toy_size(tmp_path):
 def test_contamination_cost_counts_the_check_beside_the_eval():
     process = run_here("contamination_cost.py", "--examples", "40", "--settings", "4x1", "2x3")
     assert process.returncode == 0, process.stderr[-3000:]
-    assert "| the eval itself (arc_easy, 0-shot) | 160 | " in process.stdout
+    assert "| the eval itself (arc_easy, 0-shot), stock lm-eval | 160 | " in process.stdout
     assert "| exchangeability 4 x 1 | 8 | " in process.stdout and "| exchangeability 2 x 3 | 8 | " in process.stdout
     rows = {
         line.split(" | ")[0]: line.split(" | ")[1:] for line in process.stdout.splitlines() if line.startswith("| ")
     }
-    eval_tokens, eval_forwarded = (int(x.replace(",", "")) for x in rows["| the eval itself (arc_easy, 0-shot)"][1:3])
+    eval_tokens, eval_forwarded = (int(x.replace(",", "")) for x in rows["| the eval itself (arc_easy, 0-shot), stock lm-eval"][1:3])  # fmt: skip
     # lm-eval forwards a question with one-token choices once; the check forwards every request
     assert 0 < eval_forwarded < eval_tokens
     shard_tokens, shard_forwarded = rows["| exchangeability 4 x 1"][1:3]
     assert shard_tokens == shard_forwarded
     # in the eval's run: CoDeC's no-context requests ride on the eval's passes; the floor reads each in-context
     # request's context example from that example's pass too
-    apart, shared, floor = (int(cell.split(" (")[0].replace(",", "")) for cell in rows["| 4x1"])
-    assert 0 < floor < shared < apart
+    stock, apart, shared, floor = (int(cell.split(" (")[0].replace(",", "")) for cell in rows["| 4x1"])
+    assert 0 < floor < shared < apart and shared < stock
 
 
 def test_contamination_cost_times_the_eval_and_the_check():
