@@ -375,6 +375,10 @@ class ModelWindow:
         or, for a tokenizer that adds it, the one the encoding already holds)."""
         return len(self.tokenizer(text).input_ids) + 1
 
+    def lengths(self, texts: list[str]) -> list[int]:
+        """:meth:`length` of each of ``texts``, encoded as one batch."""
+        return [len(ids) + 1 for ids in self.tokenizer(texts).input_ids] if texts else []
+
 
 def model_window(metadata: dict) -> ModelWindow | None:
     """Where ``--model_args pretrained=...`` (merged into the task metadata by ``lm_eval``) names an HF

@@ -23,7 +23,8 @@
 For each (source, test), before any document is built: the examples are read once per source
 (:mod:`pdd_tasks.loading.examples`, rendered as in the source task), normalised as the test reads
 them, their repeats handled (:func:`pdd_tasks.dataset_tests.core.distinct`), selected, and the planned
-request count checked against ``max_requests`` and logged.
+request count checked against ``max_requests`` and logged (``pdd_contamination``, once every document is
+built, with the requests' tokens where the run's model is known: :func:`planned_line`).
 
     lm_eval --model hf --model_args pretrained=<model> --include_path "$(lm-eval-pdd tasks-path)" \\
       --tasks arc_easy,gsm8k,pdd_contamination
@@ -74,6 +75,24 @@ def prepare(test: DatasetTest, settings, examples: list[str], source: str, model
     if repeats.get("repeats"):
         summary["repeats"] = repeats
     return documents, summary, planned
+
+
+def request_tokens(test: DatasetTest, settings, documents: list[dict], model) -> int:
+    """Tokens of the requests of ``documents`` as ``model`` (a :class:`~pdd_tasks.dataset_tests.core.ModelWindow`)
+    encodes them: each request's context and continuation together after the start token
+    (:meth:`~pdd_tasks.dataset_tests.core.ModelWindow.length`), before any forward pass is shared."""
+    return sum(
+        sum(model.lengths([context + continuation for context, continuation in test.requests(doc, settings)]))
+        for doc in documents
+    )
+
+
+def planned_line(planned: dict[tuple[str, str], int], tokens: int | None) -> str:
+    """The line ``pdd_contamination`` logs before scoring: the requests planned, with their tokens where the
+    run's model is known (``tokens`` not None), then the requests of each (task, test)."""
+    about = f", about {tokens:,} tokens" if tokens is not None else ""
+    each = ", ".join(f"{test} on {name}: {count:,}" for (name, test), count in planned.items())
+    return f"pdd_contamination: {sum(planned.values())} requests planned{about} ({each})."
 
 
 def document_rows(documents: list[dict]) -> list[dict]:
@@ -365,7 +384,7 @@ class ContaminationTask(DatasetTestTask):
         names = list(sources.leaves)
         references = reference_tasks(metadata, names, list(self.test_settings))
         model = model_window(metadata)
-        documents, metrics, summary, planned = [], [], {}, {}
+        documents, metrics, summary, planned, tokens = [], [], {}, {}, 0
         for name, leaf in sources.leaves.items():
             summary[name] = {"examples": len(leaf.examples or [])} | ({"group": leaf.group} if leaf.group else {})
             if leaf.problem is not None:
@@ -382,6 +401,7 @@ class ContaminationTask(DatasetTestTask):
                     built, summary[name][test_name], planned[(name, test_name)] = prepare(
                         test, own, examples, source, model, where
                     )
+                    tokens += request_tokens(test, own, built, model) if model is not None else 0
                 except NotApplicable as error:
                     logger.warning("pdd_contamination: %s is not tested on %s: %s", test_name, name, error)
                     summary[name][test_name] = {"not_applicable": str(error)}
@@ -394,6 +414,7 @@ class ContaminationTask(DatasetTestTask):
                         self.reference(test, own, references[name], model, where, examples, name)
                     )
                     documents += [{"test": test_name, "source_task": name, "role": "reference", **doc} for doc in built]
+                    tokens += request_tokens(test, own, built, model) if model is not None else 0
                     metrics += [
                         (source_metric(reference_metric(m), name), aggregate, higher)
                         for m, (aggregate, higher) in test.metrics.items()
@@ -408,11 +429,7 @@ class ContaminationTask(DatasetTestTask):
             )
         if sources.groups:
             logger.info("pdd_contamination: %d tasks from the groups %s.", len(names), ", ".join(sources.groups))
-        logger.info(
-            "pdd_contamination: %d requests planned (%s).",
-            sum(planned.values()),
-            ", ".join(f"{test} on {name}: {count:,}" for (name, test), count in planned.items()),
-        )
+        logger.info("%s", planned_line(planned, tokens if model is not None else None))
         return documents, metrics, {"contamination": summary, "contamination_groups": sources.groups}
 
     def reference_examples(self, reference: str, source: str) -> tuple[list[str], str]:

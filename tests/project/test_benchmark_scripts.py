@@ -235,20 +235,20 @@ def test_exchangeability_level_runs_and_resamples_at_toy_size(tmp_path):
 def test_contamination_cost_counts_the_check_beside_the_eval():
     process = run_here("contamination_cost.py", "--examples", "40", "--settings", "4x1", "2x3")
     assert process.returncode == 0, process.stderr[-3000:]
-    assert "| the eval itself (arc_easy, 0-shot) | 160 | " in process.stdout
+    assert "| the eval itself (arc_easy, 0-shot), stock lm-eval | 160 | " in process.stdout
     assert "| exchangeability 4 x 1 | 8 | " in process.stdout and "| exchangeability 2 x 3 | 8 | " in process.stdout
     rows = {
         line.split(" | ")[0]: line.split(" | ")[1:] for line in process.stdout.splitlines() if line.startswith("| ")
     }
-    eval_tokens, eval_forwarded = (int(x.replace(",", "")) for x in rows["| the eval itself (arc_easy, 0-shot)"][1:3])
+    eval_tokens, eval_forwarded = (int(x.replace(",", "")) for x in rows["| the eval itself (arc_easy, 0-shot), stock lm-eval"][1:3])  # fmt: skip
     # lm-eval forwards a question with one-token choices once; the check forwards every request
     assert 0 < eval_forwarded < eval_tokens
     shard_tokens, shard_forwarded = rows["| exchangeability 4 x 1"][1:3]
     assert shard_tokens == shard_forwarded
     # in the eval's run: CoDeC's no-context requests ride on the eval's passes; the floor reads each in-context
     # request's context example from that example's pass too
-    apart, shared, floor = (int(cell.split(" (")[0].replace(",", "")) for cell in rows["| 4x1"])
-    assert 0 < floor < shared < apart
+    stock, apart, shared, floor = (int(cell.split(" (")[0].replace(",", "")) for cell in rows["| 4x1"])
+    assert 0 < floor < shared < apart and shared < stock
 
 
 def test_contamination_cost_times_the_eval_and_the_check():
@@ -256,6 +256,34 @@ def test_contamination_cost_times_the_eval_and_the_check():
     assert process.returncode == 0, process.stderr[-3000:]
     assert "median of 1: the eval alone " in process.stdout
     assert "; eval + check, shared " in process.stdout and "; eval + check, not shared " in process.stdout
+
+
+def test_check_cost_by_task_counts_each_eval_and_the_check_beside_it(tmp_path):
+    """Per leaf of the leaderboards' local copies: the eval's tokens (a generate_until eval between the gold
+    answers' length and max_gen_toks), the check's under shared passes, a group's row the sum of its leaves;
+    --output writes the table under the command."""
+    out = tmp_path / "cost.txt"
+    process = run_here("check_cost_by_task.py", "--tasks", "gsm8k,leaderboard_gpqa", "--limit-examples", "6", "--output", out)  # fmt: skip
+    assert process.returncode == 0, process.stderr[-3000:]
+    cells = {
+        line.split(" | ")[0][2:]: line.split(" | ")[1:] for line in process.stdout.splitlines() if line.startswith("| ")
+    }
+    numbers = lambda text: [int(x.replace(",", "")) for x in text.split(" (")[0].split("-")]  # noqa: E731
+    output, shots, examples, eval_tokens, check_tokens, _ = cells["gsm8k"]
+    assert (output, shots, examples) == ("generate_until", "5", "6")
+    low, high = numbers(eval_tokens)
+    assert 0 < low < high and high - low < 6 * 256  # max_gen_toks 256 a question, less the gold answer
+    assert numbers(check_tokens)[0] > 0
+    leaves = [cells[f"leaderboard_gpqa_{kind}"] for kind in ("diamond", "extended", "main")]
+    group = cells["**leaderboard_gpqa** (sum of 3)"]
+    for column in (3, 4):
+        assert numbers(group[column]) == [sum(numbers(leaf[column])[0] for leaf in leaves)]
+    assert all(0 < numbers(leaf[4])[0] for leaf in leaves) and "**all** (sum of 4)" in cells
+    written = out.read_text()
+    assert written.startswith("# python benchmarks/check_cost_by_task.py --tasks gsm8k,leaderboard_gpqa --limit-examples 6 --output cost.txt (tokens only, no model), ")  # fmt: skip
+    assert written.split("\n", 1)[1] == process.stdout
+    again = run_here("check_cost_by_task.py", "--limit-examples", "6", "--output", out)
+    assert again.returncode == 1 and f"--output {out} exists; choose another file or add --force" in again.stderr
 
 
 # ------------------------------------------------------------------ scripts that read a run's samples

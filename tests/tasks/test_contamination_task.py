@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from support.harness import REPO, cpu_float32, harness_args, read_results, read_samples, run_lm_eval
@@ -123,6 +124,32 @@ def build(metadata: dict):
 
     config = load_yaml(CONFIGS / "contamination" / "pdd_contamination.yaml", resolve_func=True)
     return ContaminationTask(config={**config, "metadata": metadata})
+
+
+def test_the_planned_line_counts_the_tokens_of_the_requests_where_the_model_is_known(tiny_model, tasks_dir, caplog):
+    """With the run's model known, the line logged before scoring gives the tokens of the requests the task
+    builds (each request's text after the start token, as the model's tokenizer encodes it), references
+    included; without it, the requests alone."""
+    from transformers import AutoTokenizer
+
+    metadata = {
+        "source_tasks": ["arc_easy_local"],
+        "source_include_path": str(tasks_dir),
+        "references": {"arc_easy_local": "gsm8k_local"},
+        "exchangeability": {"num_shards": 12, "permutations": 2},  # 2 examples a shard: within the 256 tokens
+    }
+    with caplog.at_level(logging.INFO, logger="pdd_tasks"):
+        task = build({**metadata, "pretrained": str(tiny_model)})
+    task.build_all_requests(limit=None, rank=0, world_size=1)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    tokens = sum(len(tokenizer("".join(request.args)).input_ids) + 1 for request in task.instances)
+    each = "codec on arc_easy_local: 48, codec reference on arc_easy_local: 48, exchangeability on arc_easy_local: 36"
+    assert f"pdd_contamination: 132 requests planned, about {tokens:,} tokens ({each})." in caplog.text
+    assert tokens > 132 * 10 and len({request.doc["source_task"] for request in task.instances}) == 1
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="pdd_tasks"):
+        build(metadata)  # no model named: the requests alone
+    assert f"pdd_contamination: 132 requests planned ({each})." in caplog.text
 
 
 def test_a_test_that_cannot_apply_is_left_out_with_the_reason(tasks_dir):
