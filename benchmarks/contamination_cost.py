@@ -276,10 +276,10 @@ def main() -> int:
         f"\nOn vLLM (lm-eval's vLLM backend sends every request whole; the eval alone {vllm_eval:,} tokens), the same"
         " run, less the eval alone, and that / the eval's:\n"
     )
-    print("| exchangeability | stock | not shared | shared |\n|---|---|---|---|")
+    print("| exchangeability, vLLM | stock | not shared | shared |\n|---|---|---|---|")
     for setting, runs in vllm_one_run:
         cells = " | ".join(f"{count - vllm_eval:,} ({(count - vllm_eval) / vllm_eval:.2f})" for count in runs.values())  # fmt: skip
-        print(f"| {setting} | {cells} |")
+        print(f"| {setting} on vLLM | {cells} |")
     print(
         f"\nOf what the shared run saves, {eval_forwarded - eval_shared:,} tokens are the eval's own passes (its"
         " one-token choices on its longer ones), which the eval alone would save too under the patch: against"
