@@ -65,6 +65,19 @@ def passes_answering(requests: list[tuple[list[int], list[int]]], window: int, w
     return shared_prefixes(sequences)
 
 
+def forwarding_order(requests: list, owners: list[int]) -> tuple[list[int], dict[int, list[int]]]:
+    """The requests to forward, longest first (stock's order: the first batch is the largest, so memory runs
+    out at once if at all), and for each the requests its pass answers (itself among them).
+
+    >>> forwarding_order([(None, [1], [2]), (None, [1], [2, 3])], [1, 1])
+    ([1], {1: [0, 1]})
+    """
+    answered_by: dict[int, list[int]] = {}
+    for index, owner in enumerate(owners):
+        answered_by.setdefault(owner, []).append(index)
+    return sorted(answered_by, key=lambda i: (-len(requests[i][1]) - len(requests[i][2]), i)), answered_by
+
+
 def loglikelihood_tokens_shared(
     lm, stock, requests: list, disable_tqdm: bool = False, override_bs: int | None = None
 ) -> list[tuple[float, bool]]:
@@ -76,11 +89,7 @@ def loglikelihood_tokens_shared(
     if lm.backend != "causal" or not lm.logits_cache:
         return stock(lm, requests, disable_tqdm=disable_tqdm, override_bs=override_bs)
     owners = passes_answering([(context, continuation) for _, context, continuation in requests], lm.max_length)
-    answered_by: dict[int, list[int]] = {}
-    for index, owner in enumerate(owners):
-        answered_by.setdefault(owner, []).append(index)
-    # longest first (stock's order: the first batch is the largest, so memory runs out at once if at all)
-    forwarded = sorted(answered_by, key=lambda i: (-len(requests[i][1]) - len(requests[i][2]), i))
+    forwarded, answered_by = forwarding_order(requests, owners)
     batch_size = lm.batch_size if lm.batch_size != "auto" else override_bs if override_bs is not None else 0
     batch_fn = lm._batch_scheduler if lm.batch_size == "auto" and forwarded and not override_bs else None
     if batch_fn is not None:
@@ -121,10 +130,7 @@ def loglikelihood_tokens_shared_vllm(lm, requests: list, disable_tqdm: bool = Fa
     is read from the first ``len(its tokens)`` prompt log-probs of the one that answers it."""
     window = lm.max_length - 1  # as stock: vLLM needs room for one generated token
     owners = passes_answering([(context, continuation) for _, context, continuation in requests], window, whole=True)
-    answered_by: dict[int, list[int]] = {}
-    for index, owner in enumerate(owners):
-        answered_by.setdefault(owner, []).append(index)
-    forwarded = sorted(answered_by, key=lambda i: (-len(requests[i][1]) - len(requests[i][2]), i))
+    forwarded, answered_by = forwarding_order(requests, owners)
     size = int(lm.batch_size) if lm.batch_size != "auto" else 0
     answers: list[tuple[float, bool] | None] = [None] * len(requests)
     pbar = tqdm(total=len(requests), disable=disable_tqdm, desc="Running loglikelihood requests")
