@@ -35,8 +35,13 @@ from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE, Decision
 from pdd_tasks.dataset_tests import DATASET_TESTS
 from pdd_tasks.results_schema import reference_metric
 from pdd_tasks.tools.report.tables import GROUP_NOTE, VERDICT_RULE, markdown_table, shown
-from pdd_tasks.tools.results.contamination import BenchmarkRow, ContaminationReading, read_contamination
-from pdd_tasks.tools.results.runs import Run
+from pdd_tasks.tools.results.contamination import (
+    BenchmarkRow,
+    ContaminationReading,
+    ModelContamination,
+    read_contamination,
+)
+from pdd_tasks.tools.results.runs import SPELLINGS_LINE, Run
 
 
 def columns_of_test(name: str) -> tuple[str, ...]:
@@ -193,8 +198,15 @@ def board_of(read: ContaminationReading) -> ContaminationBoard | None:
     used = {names[model.identity]: model.cells for model in read.models}
     superseded = [(names[identity], benchmark, run) for identity, benchmark, run in read.superseded]
     board.notes.extend(_notes(board, used, superseded))
-    board.notes.extend("T" + line.removeprefix("warning: t") for line in read.spellings)
+    board.notes.extend(_spellings_note(model) for model in read.models if len(model.spellings) > 1)
     return board
+
+
+def _spellings_note(model: ModelContamination) -> str:
+    """The note on a model its runs name in several ways (:data:`pdd_tasks.tools.results.runs.SPELLINGS_LINE`)."""
+    names = ", ".join(f"{name!r} in {run.file}" for name, run in model.spellings.items())
+    line = SPELLINGS_LINE.format(count=len(model.spellings), names=names, identity=model.identity)
+    return line[0].upper() + line[1:]
 
 
 def model_names(models: list[str]) -> dict[str, str]:
