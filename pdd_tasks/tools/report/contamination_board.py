@@ -86,13 +86,23 @@ class ContaminationBoard:
     ``notes`` a reader must know (Holm's family, the runs left out, untested cells), and ``groups``:
     each group of the runs -> its direct children (leaf tasks or groups), as the runs recorded them.
     A group's row has ``leaves`` (its count of leaf tasks); every row has ``group``, the group that
-    lists it (empty at the top), so a renderer can fold a group's columns into it."""
+    lists it (empty at the top), so a renderer can fold a group's columns into it. ``grid``: model -> benchmark ->
+    its row (None: not tested), and ``lines``: model -> benchmark -> :meth:`cell_lines`, every cell of the matrix
+    as data, built with the board, for its views to read."""
 
     models: list[str]
     benchmarks: list[str]
     rows: list[dict]
     notes: list[str]
     groups: dict[str, list[str]] = field(default_factory=dict)
+    grid: dict[str, dict[str, dict | None]] = field(init=False, repr=False, compare=False)
+    lines: dict[str, dict[str, list[str] | None]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        grid = {model: {b: self.cell(model, b) for b in self.benchmarks} for model in self.models}
+        lines = {model: {b: self.cell_lines(model, b) for b in self.benchmarks} for model in self.models}
+        object.__setattr__(self, "grid", grid)
+        object.__setattr__(self, "lines", lines)
 
     def is_group(self, benchmark: str) -> bool:
         """Whether ``benchmark`` is a group (a column of group-level tests)."""
