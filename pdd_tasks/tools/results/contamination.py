@@ -2,10 +2,13 @@
 of each registered dataset-level test as :func:`pdd_metrics.verdict.decide_table` takes it (each read
 by its registry entry), the keys that are damaged or missing, why a test did not apply, and the task's accuracy.
 
-:func:`contamination_values` reads one results JSON; :func:`run_contamination` turns that reading into plain
-rows (:class:`RunContamination`: a :class:`BenchmarkRow` per benchmark, a :class:`TestRow` per test, every
-number and string a table or board shows, the run's own verdicts); :func:`read_contamination` reads every
-run given once, and decides each model's verdicts over its runs (:class:`ModelContamination`). The per-run
+:func:`contamination_values` reads one results JSON (each test's keys from
+:func:`pdd_tasks.results_schema.source_keys`); :func:`contamination_rows` turns that reading into plain rows
+(:class:`RunContamination`: a :class:`BenchmarkRow` per benchmark, a :class:`TestRow` per test, every number and
+string a table or board shows), and :func:`run_contamination` decides them in the run's own table;
+:func:`read_contamination` reads every run given once, gathers each model's cells over its runs
+(:class:`ModelContamination`), and decides every run's and every model's table in one call
+(:func:`pdd_metrics.verdict.decide_tables`). The per-run
 contamination table (:func:`pdd_tasks.tools.report.tables.contamination_checks`) and the report's
 contamination leaderboard (:mod:`pdd_tasks.tools.report.contamination_board`) only format these rows.
 """
