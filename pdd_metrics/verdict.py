@@ -96,7 +96,7 @@ Verdicts (:data:`VERDICTS`):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from scipy.stats import binom, fisher_exact
@@ -116,6 +116,7 @@ __all__ = [
     "codec_reference_pvalue",
     "decide",
     "decide_table",
+    "decide_tables",
     "verdict_of",
 ]
 
@@ -307,6 +308,13 @@ def decide_table(tasks: Mapping[str, Mapping[str, Evidence | None]], alpha: floa
         named = {test: flag for test, flag in flags.items() if test in tasks[task]}
         decisions[task] = Decision(raw, adj, flags, weaker, verdict_of(named, like_its_kind))
     return decisions
+
+
+def decide_tables(
+    tables: Sequence[Mapping[str, Mapping[str, Evidence | None]]], alpha: float = ALPHA
+) -> list[dict[str, Decision]]:
+    """:func:`decide_table` of each of ``tables`` in turn, each its own Holm family (a run's table, a model's)."""
+    return [decide_table(table, alpha) for table in tables]
 
 
 def _holm(p_values: dict) -> dict:

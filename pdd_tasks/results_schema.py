@@ -57,6 +57,13 @@ def reference_metric(metric: str) -> str:
     return f"reference_{metric}"
 
 
+def source_keys(metrics: tuple[str, ...], source_task: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The results JSON's keys of a dataset-level test's ``metrics`` for one source task, and of the same
+    metrics on the task's reference: ``(("codec_score/arc_easy,none", ...), ("reference_codec_score/arc_easy,none", ...))``."""
+    own = tuple(result_key(source_metric(metric, source_task)) for metric in metrics)
+    return own, tuple(result_key(source_metric(reference_metric(metric), source_task)) for metric in metrics)
+
+
 def _rate(metadata: dict, key: str, default: float, examples: str) -> float:
     value = metadata.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:

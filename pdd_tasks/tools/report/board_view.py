@@ -11,7 +11,7 @@
   group-level verdict), else the count of its leaves' verdicts (not a verdict, so not coloured as one).
 - **The grid** (:func:`board_html`): each cell coloured by verdict (:data:`PALETTE`, told apart by lightness and
   hue by colour-blind readers too) and holding the verdict word and the CoDeC score; its title (the tooltip) the
-  cell's lines (:meth:`~pdd_tasks.tools.report.contamination_board.ContaminationBoard.cell_lines`). A group's
+  cell's lines (:attr:`~pdd_tasks.tools.report.contamination_board.ContaminationBoard.lines`). A group's
   leaves fold away under its column header, with no script (a hidden checkbox per group and CSS); top-level groups
   start open, nested ones closed.
 - **The heat map** (:func:`write_heat_map`): models as rows, the same columns, colour the verdict, text the CoDeC
@@ -130,7 +130,7 @@ def _summary(board: ContaminationBoard, model: str, leaves: tuple[str, ...]) -> 
     """(``"C 2 · ND 21"``, its words) of a group without its own row: the count of each verdict over its leaves."""
     counts: dict[str, int] = {}
     for leaf in leaves:
-        state = _state(board.cell(model, leaf))
+        state = _state(board.grid[model].get(leaf))
         counts[state] = counts.get(state, 0) + 1
     order = [state for state in PALETTE if state in counts]
     short = " · ".join(f"{CODES[state]} {counts[state]}" for state in order)
@@ -203,7 +203,7 @@ def board_html(board: ContaminationBoard, groups: dict[str, list[str]]) -> str:
     for model in board.models:
         cells = [f"<th class='row' scope='row'>{html.escape(model)}</th>"]
         for column in columns:
-            row = board.cell(model, column.name)
+            row = board.grid[model].get(column.name)
             if column.is_group and row is None:
                 short, words = _summary(board, model, column.leaves)
                 cells.append(
@@ -212,7 +212,7 @@ def board_html(board: ContaminationBoard, groups: dict[str, list[str]]) -> str:
                 )
                 continue
             state = _state(row)
-            lines = board.cell_lines(model, column.name) or ["not tested: the model's runs did not test this benchmark"]
+            lines = board.lines[model].get(column.name) or ["not tested: the model's runs did not test this benchmark"]
             score = _score(row)
             shown = html.escape(state) + (f"<br><span class='score'>CoDeC {score}</span>" if score else "")
             cells.append(
@@ -244,7 +244,7 @@ def write_heat_map(board: ContaminationBoard, groups: dict[str, list[str]], path
     fig, ax = plt.subplots(figsize=(width, height), dpi=150)
     for y, model in enumerate(board.models):
         for x, column in enumerate(columns):
-            row = board.cell(model, column.name)
+            row = board.grid[model].get(column.name)
             state = _state(row)
             back, text = PALETTE[state]
             ax.add_patch(Rectangle((x, y), 1, 1, facecolor=back, edgecolor="#888888", linewidth=0.6))

@@ -35,8 +35,13 @@ from pdd_metrics.verdict import ALPHA, CODEC_NULL_SCORE, Decision
 from pdd_tasks.dataset_tests import DATASET_TESTS
 from pdd_tasks.results_schema import reference_metric
 from pdd_tasks.tools.report.tables import GROUP_NOTE, VERDICT_RULE, markdown_table, shown
-from pdd_tasks.tools.results.contamination import BenchmarkRow, ContaminationReading, read_contamination
-from pdd_tasks.tools.results.runs import Run
+from pdd_tasks.tools.results.contamination import (
+    BenchmarkRow,
+    ContaminationReading,
+    ModelContamination,
+    read_contamination,
+)
+from pdd_tasks.tools.results.runs import SPELLINGS_LINE, Run
 
 
 def columns_of_test(name: str) -> tuple[str, ...]:
@@ -81,13 +86,23 @@ class ContaminationBoard:
     ``notes`` a reader must know (Holm's family, the runs left out, untested cells), and ``groups``:
     each group of the runs -> its direct children (leaf tasks or groups), as the runs recorded them.
     A group's row has ``leaves`` (its count of leaf tasks); every row has ``group``, the group that
-    lists it (empty at the top), so a renderer can fold a group's columns into it."""
+    lists it (empty at the top), so a renderer can fold a group's columns into it. ``grid``: model -> benchmark ->
+    its row (None: not tested), and ``lines``: model -> benchmark -> :meth:`cell_lines`, every cell of the matrix
+    as data, built with the board, for its views to read."""
 
     models: list[str]
     benchmarks: list[str]
     rows: list[dict]
     notes: list[str]
     groups: dict[str, list[str]] = field(default_factory=dict)
+    grid: dict[str, dict[str, dict | None]] = field(init=False, repr=False, compare=False)
+    lines: dict[str, dict[str, list[str] | None]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        grid = {model: {b: self.cell(model, b) for b in self.benchmarks} for model in self.models}
+        lines = {model: {b: self.cell_lines(model, b) for b in self.benchmarks} for model in self.models}
+        object.__setattr__(self, "grid", grid)
+        object.__setattr__(self, "lines", lines)
 
     def is_group(self, benchmark: str) -> bool:
         """Whether ``benchmark`` is a group (a column of group-level tests)."""
@@ -193,8 +208,15 @@ def board_of(read: ContaminationReading) -> ContaminationBoard | None:
     used = {names[model.identity]: model.cells for model in read.models}
     superseded = [(names[identity], benchmark, run) for identity, benchmark, run in read.superseded]
     board.notes.extend(_notes(board, used, superseded))
-    board.notes.extend("T" + line.removeprefix("warning: t") for line in read.spellings)
+    board.notes.extend(_spellings_note(model) for model in read.models if len(model.spellings) > 1)
     return board
+
+
+def _spellings_note(model: ModelContamination) -> str:
+    """The note on a model its runs name in several ways (:data:`pdd_tasks.tools.results.runs.SPELLINGS_LINE`)."""
+    names = ", ".join(f"{name!r} in {run.file}" for name, run in model.spellings.items())
+    line = SPELLINGS_LINE.format(count=len(model.spellings), names=names, identity=model.identity)
+    return line[0].upper() + line[1:]
 
 
 def model_names(models: list[str]) -> dict[str, str]:

@@ -137,7 +137,7 @@ def render(report: Report, images: dict[str, bytes]) -> dict[str, str]:
             + _html_table(
                 ["model", *contamination.benchmarks],
                 [
-                    [html.escape(m), *(_html_cell(contamination.cell_lines(m, b)) for b in contamination.benchmarks)]
+                    [html.escape(m), *(_html_cell(contamination.lines[m][b]) for b in contamination.benchmarks)]
                     for m in contamination.models
                 ],
             )

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from pdd_metrics.verdict import Decision
 from pdd_tasks.dataset_tests import DATASET_TESTS
 from pdd_tasks.dataset_tests.core import GROUP_EVIDENCE_ANCHOR
 from pdd_tasks.loading import repeats
@@ -231,7 +232,7 @@ class ContaminationChecks:
 REASON_CHARACTERS = 70
 
 
-def verdict_line(row: BenchmarkRow) -> str:
+def verdict_line(row: BenchmarkRow, decision: Decision) -> str:
     """One task's verdict in one line of about 200 characters at most: the verdict, what was detected,
     the decisive number of each test that decides it (its reading's ``shown``) with its Holm-adjusted
     p-value, what would decide an "inconclusive" or "no verdict", and the docs anchor of the evidence
@@ -241,10 +242,9 @@ def verdict_line(row: BenchmarkRow) -> str:
     A group's line has the same form, its name marked with its count of leaves (:func:`benchmark_label`)
     and its evidence the group-level tests' (:data:`~pdd_tasks.dataset_tests.core.GROUP_EVIDENCE_ANCHOR`).
 
-    ``row``: the task's row, its decision the run's (:class:`pdd_tasks.tools.results.contamination.BenchmarkRow`)."""
+    ``row``: the task's row (:class:`pdd_tasks.tools.results.contamination.BenchmarkRow`); ``decision``: its
+    verdict in the run's table (:attr:`~pdd_tasks.tools.results.contamination.RunContamination.decisions`)."""
     from pdd_metrics.verdict import ALPHA
-
-    decision = row.decision
 
     def number(test: str) -> str:
         return f"{DATASET_TESTS[test].reading.label} {row.tests[test].shown}, Holm p {decision.adjusted[test]:.2g}"
@@ -256,7 +256,8 @@ def verdict_line(row: BenchmarkRow) -> str:
         body = f"{what} ({'; '.join(map(number, deciding))})"
     elif decision.verdict == "inconclusive":
         deciding = [test for test, p in decision.kind_adjusted.items() if p is not None and p <= ALPHA]
-        body = f"{DATASET_TESTS[deciding[0]].reading.label} {row.tests[deciding[0]].shown}: {row.advice}"
+        test = row.tests[deciding[0]]
+        body = f"{DATASET_TESTS[test.test].reading.label} {test.shown}: {test.advice}"
     elif decision.verdict == "not detected":
         deciding = applied
         body = "; ".join(map(number, deciding))
@@ -289,7 +290,7 @@ def contamination_checks(results: dict) -> ContaminationChecks | None:
     return None if read is None else checks_table(read)
 
 
-def _test_cells(test: TestRow, decision) -> list[str]:
+def _test_cells(test: TestRow, decision: Decision) -> list[str]:
     """A test's three cells in a row of the table: its decisive number, its p-value (" (vs reference)" where it
     was tested against one) and its Holm-adjusted value; "n/a (damaged)" or dashes where it is not shown."""
     if test.unusable is not None:
@@ -339,9 +340,10 @@ def checks_table(read: RunContamination) -> ContaminationChecks:
     header += ["verdict", "not applied"]
     rows, verdicts = [], []
     for row in read.benchmarks:
-        cells = [cell for test in DATASET_TESTS for cell in _test_cells(row.tests[test], row.decision)]
-        verdicts.append(verdict_line(row))
-        rows.append([benchmark_label(row), _accuracy(row), *cells, row.decision.verdict, _not_applied(row, labels)])
+        decision = read.decisions[row.name]
+        cells = [cell for test in DATASET_TESTS for cell in _test_cells(row.tests[test], decision)]
+        verdicts.append(verdict_line(row, decision))
+        rows.append([benchmark_label(row), _accuracy(row), *cells, decision.verdict, _not_applied(row, labels)])
     notes = (
         []
         if read.has_summary

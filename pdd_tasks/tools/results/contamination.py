@@ -2,23 +2,26 @@
 of each registered dataset-level test as :func:`pdd_metrics.verdict.decide_table` takes it (each read
 by its registry entry), the keys that are damaged or missing, why a test did not apply, and the task's accuracy.
 
-:func:`contamination_values` reads one results JSON; :func:`run_contamination` turns that reading into plain
-rows (:class:`RunContamination`: a :class:`BenchmarkRow` per benchmark, a :class:`TestRow` per test, every
-number and string a table or board shows, the run's own verdicts); :func:`read_contamination` reads every
-run given once, and decides each model's verdicts over its runs (:class:`ModelContamination`). The per-run
+:func:`contamination_values` reads one results JSON (each test's keys from
+:func:`pdd_tasks.results_schema.source_keys`); :func:`contamination_rows` turns that reading into plain rows
+(:class:`RunContamination`: a :class:`BenchmarkRow` per benchmark, a :class:`TestRow` per test, every number and
+string a table or board shows), and :func:`run_contamination` decides them in the run's own table;
+:func:`read_contamination` reads every run given once, gathers each model's cells over its runs
+(:class:`ModelContamination`), and decides every run's and every model's table in one call
+(:func:`pdd_metrics.verdict.decide_tables`). The per-run
 contamination table (:func:`pdd_tasks.tools.report.tables.contamination_checks`) and the report's
 contamination leaderboard (:mod:`pdd_tasks.tools.report.contamination_board`) only format these rows.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from pdd_metrics.verdict import Decision, Evidence, decide_table
+from pdd_metrics.verdict import Decision, Evidence, decide_table, decide_tables
 from pdd_tasks.dataset_tests import DATASET_TESTS
 from pdd_tasks.dataset_tests.core import MIN_GROUP_LEAVES
-from pdd_tasks.results_schema import reference_metric, result_key, source_metric
-from pdd_tasks.tools.results.runs import Run, model_spellings
+from pdd_tasks.results_schema import result_key, source_keys, source_metric
+from pdd_tasks.tools.results.runs import Run
 
 
 #: The accuracy-like metric of a standard task, first found first (multiple choice, then generation).
@@ -45,17 +48,6 @@ def accuracy_of(values: dict | None) -> tuple[str, float | None, float | None] |
             usable = isinstance(stderr, (int, float)) and not isinstance(stderr, bool) and stderr == stderr
             return key, float(values[key]), float(stderr) if usable else None
     return None
-
-
-def reference_values(values: dict, task: str, test) -> dict | None:
-    """``test``'s result keys on ``task``'s reference of known-unseen examples (``reference_codec_score/<task>``,
-    ...), None where the run scored none (a test that does not compare to a reference, or a key absent)."""
-    if not test.compares_to_reference:
-        return None
-    keys = {key: result_key(source_metric(reference_metric(key), task)) for key in test.reading.result_keys}
-    if not all(values.get(found) is not None for found in keys.values()):
-        return None
-    return {key: values[found] for key, found in keys.items()}
 
 
 @dataclass(frozen=True)
@@ -145,15 +137,18 @@ def contamination_values(results: dict) -> ContaminationValues | None:
     for task in tasks:
         found[task] = dict.fromkeys(DATASET_TESTS)
         for name, test in DATASET_TESTS.items():
-            keys = [result_key(source_metric(key, task)) for key in test.reading.result_keys]
+            keys, reference_keys = source_keys(test.reading.result_keys, task)
             ran = (summary.get(task) or {}).get(name) if isinstance(summary.get(task), dict) else None
             if not any(key in values for key in keys) and not (isinstance(ran, dict) and "not_applicable" not in ran):
                 continue  # the test did not run on this task (its reason, if any, is in the summary)
             unusable = [key for key in keys if values.get(key) is None]
-            reference = reference_values(values, task, test)
+            scored = test.compares_to_reference and all(values.get(key) is not None for key in reference_keys)
+            reference = (
+                dict(zip(test.reading.result_keys, map(values.get, reference_keys), strict=True)) if scored else None
+            )
             if isinstance(ran, dict) and ran.get("reference") and reference is None:
                 # the run compared with a reference whose values are gone: not against the null instead
-                unusable += [result_key(source_metric(reference_metric(key), task)) for key in test.reading.result_keys]
+                unusable += reference_keys
             own = {key: values.get(found_key) for key, found_key in zip(test.reading.result_keys, keys, strict=True)}
             evidence = None if unusable else test.reading.evidence(own, reference)
             if evidence is None:
@@ -222,7 +217,9 @@ class TestRow:
     group-level form is not); ``evidence``: as :func:`pdd_metrics.verdict.decide_table` takes it (None
     where it did not apply or its values are unusable); ``values`` and ``reference``: its result keys'
     values and the reference's (None where the run scored none), both None without evidence; ``shown``:
-    its decisive number in a few words (its reading's ``shown``), None without evidence; ``unusable``:
+    its decisive number in a few words (its reading's ``shown``), None without evidence; ``advice``: what would
+    decide the benchmark where this test's weaker null decides an "inconclusive" verdict (its reading's
+    ``advice``), None without evidence; ``unusable``:
     the keys that left out a test that ran (None where none did), split into ``damaged_keys`` (a value
     the checks replaced by None), ``missing_keys`` and ``no_p_value_keys`` (values that give no p-value).
     """
@@ -233,6 +230,7 @@ class TestRow:
     values: dict | None = None
     reference: dict | None = None
     shown: str | None = None
+    advice: str | None = None
     unusable: tuple[str, ...] | None = None
     damaged_keys: tuple[str, ...] = ()
     missing_keys: tuple[str, ...] = ()
@@ -248,9 +246,8 @@ class BenchmarkRow:
     own results are there); ``accuracy``: :func:`accuracy_of` its results; ``not_applicable``: test ->
     why it did not apply, as the run's summary says (any test the summary names, in its order; for a
     group: why it has no group-level test); ``tests``: every registered test's :class:`TestRow`, in
-    registry order; ``decision``: its verdict in the run's own table (Holm's family: the run's p-values);
-    ``advice``: where that verdict is "inconclusive", what would decide it (the deciding test's reading's
-    ``advice``), else None."""
+    registry order. Its verdict is the run's (:attr:`RunContamination.decisions`) or the model's
+    (:attr:`ModelContamination.decisions`)."""
 
     name: str
     group: str | None
@@ -259,8 +256,6 @@ class BenchmarkRow:
     accuracy: tuple[str, float | None, float | None] | None
     not_applicable: dict[str, str]
     tests: dict[str, TestRow]
-    decision: Decision
-    advice: str | None = None
 
     @property
     def found(self) -> dict[str, Evidence | None]:
@@ -273,14 +268,25 @@ class RunContamination:
     """One run's ``pdd_contamination`` results as rows: ``benchmarks`` (the leaf tasks, then the groups, as
     :attr:`ContaminationValues.benchmarks`), ``tasks`` (the leaves), ``groups`` (group -> its leaf tasks),
     ``children`` (group -> its direct children as recorded), ``has_summary`` (whether the results JSON holds
-    the run's contamination summary) and ``p_values`` (the count of p-values in the run's Holm family)."""
+    the run's contamination summary) and ``decisions``: benchmark -> its verdict in the run's own table
+    (Holm's family: the run's p-values; {} in :func:`contamination_rows`, before they are decided)."""
 
     benchmarks: list[BenchmarkRow]
     tasks: list[str]
     groups: dict[str, list[str]]
     children: dict[str, list[str]]
     has_summary: bool
-    p_values: int
+    decisions: dict[str, Decision] = field(default_factory=dict)
+
+    @property
+    def found(self) -> dict[str, dict[str, Evidence | None]]:
+        """Benchmark -> test -> its evidence: the run's table as :func:`pdd_metrics.verdict.decide_table` takes it."""
+        return {row.name: row.found for row in self.benchmarks}
+
+    @property
+    def p_values(self) -> int:
+        """The count of p-values in the run's Holm family."""
+        return sum(p is not None for d in self.decisions.values() for p in d.p_values.values())
 
 
 def _test_row(read: ContaminationValues, benchmark: str, name: str) -> TestRow:
@@ -288,8 +294,11 @@ def _test_row(read: ContaminationValues, benchmark: str, name: str) -> TestRow:
     in_table = name in read.found[benchmark]
     if read.found[benchmark].get(name) is not None:
         own, reference = read.readings[benchmark, name]
-        shown = DATASET_TESTS[name].reading.shown(own, reference)
-        return TestRow(name, in_table, read.found[benchmark][name], own, reference, shown)
+        reading = DATASET_TESTS[name].reading
+        evidence = read.found[benchmark][name]
+        return TestRow(
+            name, in_table, evidence, own, reference, reading.shown(own, reference), reading.advice(own, reference)
+        )
     keys = read.damaged.get((benchmark, name))
     if keys is None:
         return TestRow(name, in_table)
@@ -304,25 +313,12 @@ def _test_row(read: ContaminationValues, benchmark: str, name: str) -> TestRow:
     )
 
 
-def _advice(read: ContaminationValues, benchmark: str, decision: Decision) -> str | None:
-    """What would decide an "inconclusive" verdict: the first test whose weaker null is rejected, its
-    reading's ``advice``; None for any other verdict."""
-    from pdd_metrics.verdict import ALPHA
-
-    if decision.verdict != "inconclusive":
-        return None
-    deciding = next(test for test, p in decision.kind_adjusted.items() if p is not None and p <= ALPHA)
-    return DATASET_TESTS[deciding].reading.advice(*read.readings[benchmark, deciding])
-
-
-def run_contamination(results: dict) -> RunContamination | None:
-    """One results JSON's ``pdd_contamination`` results as rows (:class:`RunContamination`), each benchmark
-    decided in the run's own table (:func:`pdd_metrics.verdict.decide_table`); None without
-    ``pdd_contamination`` metrics in the results (as :func:`contamination_values`)."""
+def contamination_rows(results: dict) -> RunContamination | None:
+    """One results JSON's ``pdd_contamination`` results as rows (:class:`RunContamination`), not yet decided;
+    None without ``pdd_contamination`` metrics in the results (as :func:`contamination_values`)."""
     read = contamination_values(results)
     if read is None:
         return None
-    decisions = decide_table(read.found)
     evaluated = results["results"]
     rows = [
         BenchmarkRow(
@@ -333,13 +329,17 @@ def run_contamination(results: dict) -> RunContamination | None:
             accuracy=accuracy_of(evaluated.get(benchmark)),
             not_applicable=read.not_applicable(benchmark),
             tests={name: _test_row(read, benchmark, name) for name in DATASET_TESTS},
-            decision=decisions[benchmark],
-            advice=_advice(read, benchmark, decisions[benchmark]),
         )
         for benchmark in read.benchmarks
     ]
-    count = sum(p is not None for d in decisions.values() for p in d.p_values.values())
-    return RunContamination(rows, list(read.tasks), dict(read.groups), dict(read.children), bool(read.summary), count)
+    return RunContamination(rows, list(read.tasks), dict(read.groups), dict(read.children), bool(read.summary))
+
+
+def run_contamination(results: dict) -> RunContamination | None:
+    """:func:`contamination_rows` of one results JSON, each benchmark decided in the run's own table
+    (:func:`pdd_metrics.verdict.decide_table`); None without ``pdd_contamination`` metrics in the results."""
+    rows = contamination_rows(results)
+    return None if rows is None else replace(rows, decisions=decide_table(rows.found))
 
 
 @dataclass(frozen=True)
@@ -347,13 +347,15 @@ class ModelContamination:
     """One model's contamination results over the runs given (:func:`read_contamination`): ``identity`` (what its
     name resolves to, :attr:`pdd_tasks.tools.results.runs.Run.model_identity`), ``name`` (the name its first run
     gives it), ``cells``: benchmark -> (the run used, its row), the newest run of the model that tested it (the
-    later given where two share a date), and ``decisions``: benchmark -> its verdict in the model's table (Holm's
-    family: every p-value of the model's cells)."""
+    later given where two share a date), ``decisions``: benchmark -> its verdict in the model's table (Holm's
+    family: every p-value of the model's cells), and ``spellings``: each name its runs give it -> the first run
+    that gives it (more than one where it is named in several ways)."""
 
     identity: str
     name: str
     cells: dict[str, tuple[Run, BenchmarkRow]]
     decisions: dict[str, Decision]
+    spellings: dict[str, Run]
 
 
 @dataclass(frozen=True)
@@ -361,25 +363,24 @@ class ContaminationReading:
     """The ``pdd_contamination`` results of every run given, read once: ``runs`` (each run that holds them, in
     the order given, with its rows), ``models`` (in the order their first run is given), ``superseded``
     ((model identity, benchmark, the run left out) where a newer run of the model tested the benchmark),
-    ``groups`` (:func:`board_groups` of every run given, {} where no run holds contamination results) and
-    ``spellings`` (:func:`pdd_tasks.tools.results.runs.model_spellings` of the runs that hold them)."""
+    and ``groups`` (:func:`board_groups` of every run given, {} where no run holds contamination results)."""
 
     runs: list[tuple[Run, RunContamination]]
     models: list[ModelContamination]
     superseded: list[tuple[str, str, Run]]
     groups: dict[str, list[str]]
-    spellings: list[str]
 
 
 def read_contamination(runs: list[Run]) -> ContaminationReading:
-    """Every run's ``pdd_contamination`` results as rows (:func:`run_contamination`), and each model's cells
-    and verdicts over its runs (:class:`ModelContamination`: one run per (model, benchmark), the newest)."""
+    """Every run's ``pdd_contamination`` results as rows (:func:`contamination_rows`), and each model's cells over
+    its runs (:class:`ModelContamination`: one run per (model, benchmark), the newest); then every table decided
+    in one call (:func:`pdd_metrics.verdict.decide_tables`): each run's own, and each model's."""
     groups = board_groups([run.results for run in runs])
-    read = [(run, rows) for run in runs if (rows := run_contamination(run.results))]
-    first: dict[str, str] = {}  # each model (its identity) by the name its first run gives it
+    read = [(run, rows) for run in runs if (rows := contamination_rows(run.results))]
+    spellings: dict[str, dict[str, Run]] = {}  # each model (its identity) -> its names, the first run of each
     for run, _ in read:
-        first.setdefault(run.model_identity, run.model)
-    cells: dict[str, dict[str, tuple[Run, BenchmarkRow]]] = {identity: {} for identity in first}
+        spellings.setdefault(run.model_identity, {}).setdefault(run.model, run)
+    cells: dict[str, dict[str, tuple[Run, BenchmarkRow]]] = {identity: {} for identity in spellings}
     superseded: list[tuple[str, str, Run]] = []
     for run, rows in sorted(read, key=lambda item: item[0].timestamp):  # stable: the later given wins a tie
         used = cells[run.model_identity]
@@ -387,14 +388,14 @@ def read_contamination(runs: list[Run]) -> ContaminationReading:
             if row.name in used:
                 superseded.append((run.model_identity, row.name, used[row.name][0]))
             used[row.name] = (run, row)
-    families = {identity: {b: row.found for b, (_, row) in used.items()} for identity, used in cells.items()}
+    families = [{b: row.found for b, (_, row) in used.items()} for used in cells.values()]
+    decided = decide_tables([*(rows.found for _, rows in read), *families])
     models = [
-        ModelContamination(identity, first[identity], cells[identity], decide_table(families[identity]))
-        for identity in first
+        ModelContamination(identity, next(iter(names)), cells[identity], decisions, names)
+        for (identity, names), decisions in zip(spellings.items(), decided[len(read) :], strict=True)
     ]
-    return ContaminationReading(
-        read, models, superseded, groups if read else {}, model_spellings([run for run, _ in read])
-    )
+    runs_read = [(run, replace(rows, decisions=d)) for (run, rows), d in zip(read, decided[: len(read)], strict=True)]
+    return ContaminationReading(runs_read, models, superseded, groups if read else {})
 
 
 def board_groups(results: list[dict]) -> dict[str, list[str]]:

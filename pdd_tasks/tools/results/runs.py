@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from pdd_metrics.intervals import null_auc_standard_error
 from pdd_tasks.errors import UserError
 from pdd_tasks.loading.files import DatasetError, read_json, read_jsonl
 from pdd_tasks.registry import EM_MIA, METHOD_NAMES, SETTINGS, ScoringSettings
-from pdd_tasks.results_schema import BLIND, FEW_TEXTS
+from pdd_tasks.results_schema import BLIND
+from pdd_tasks.tools.results.counts import Counts, counts_of
 from pdd_tasks.tools.results.values import BadValue, check_results
 
 
@@ -104,66 +104,6 @@ def pdd_tasks_of(results: dict) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Counts:
-    """How many texts a task scored.
-
-    ``total`` is the results JSON's (``n-samples``: the texts its AUCs and TPRs are computed from);
-    ``members`` and ``non_members`` come from the samples file, and only where it holds exactly
-    those texts. Otherwise they are None; without a samples file (no ``--log_samples``) that is
-    all, and for a samples file that holds fewer or more texts than the results JSON counts (or no
-    labels) ``problem`` names the file and what it holds.
-    """
-
-    total: int | None
-    members: int | None = None
-    non_members: int | None = None
-    problem: str | None = None
-
-    def too_few(self) -> str | None:
-        """Why the counts are too small to read the AUCs and TPRs as evidence, where a class has fewer
-        than :data:`FEW_TEXTS` texts (the run log's warning, for the outputs people read), else None."""
-        if self.members is not None and self.non_members is not None:
-            if 0 < min(self.members, self.non_members) < FEW_TEXTS:
-                se = null_auc_standard_error(self.members, self.non_members)
-                return (
-                    f"{_plural(self.members, 'member')} and {_plural(self.non_members, 'non-member')}, fewer than "
-                    f"{FEW_TEXTS} of a class. An AUC from so few has a standard error of about {se:.2f} at AUC 0.5, "
-                    "so an AUC or TPR of 1.000 (or 0.000) here is no evidence of membership; score at least "
-                    f"{FEW_TEXTS} texts of each class."
-                )
-        elif self.total is not None and self.total < 2 * FEW_TEXTS:
-            return (
-                f"{self.total} texts in all, so fewer than {FEW_TEXTS} of a class (how many members and "
-                "non-members is not known without a complete samples file). AUCs and TPRs from so few are no "
-                f"evidence of membership; score at least {FEW_TEXTS} texts of each class."
-            )
-        return None
-
-    def describe(self) -> str:
-        """``"20 texts (10 members, 10 non-members)"``, or ``"20 texts"`` where the classes are unknown."""
-        text = f"{self.total if self.total is not None else '?'} texts"
-        if self.members is not None and self.non_members is not None:
-            text += f" ({_plural(self.members, 'member')}, {_plural(self.non_members, 'non-member')})"
-        return text
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" + ("" if count == 1 else "s")
-
-
-def _labels(samples: list[dict]) -> list[int] | None:
-    """Each record's label (the second item of a ``<method>_auc`` entry), or None where the records
-    hold no labelled metric."""
-    key = next((f"{m}_auc" for m in (BLIND, *METHOD_NAMES) if samples and f"{m}_auc" in samples[0]), None)
-    if key is None:
-        return None
-    try:
-        return [int(sample[key][1]) for sample in samples]
-    except (KeyError, IndexError, TypeError, ValueError):
-        return None
-
-
-@dataclass(frozen=True)
 class Run:
     """One lm_eval run: its results file (and the samples files beside it)."""
 
@@ -230,42 +170,15 @@ class Run:
                 ) from None
         return self._samples[task]
 
-    def counts(self, task: str) -> Counts:
-        """The texts ``task`` scored (:class:`Counts`): the total from the results JSON, the classes from
-        the samples file where it holds the same texts; a samples file holding another number of texts
-        is named in ``problem``."""
+    def total(self, task: str) -> int | None:
+        """The texts ``task`` scored as the results JSON counts them (``n-samples``), None where it does not."""
         total = (self.results.get("n-samples", {}).get(task) or {}).get("effective")
-        total = total if isinstance(total, int) and not isinstance(total, bool) else None
-        file = self.samples_file(task)
-        if file is None:
-            return Counts(total)
-        samples = self.samples(task) or []
-        labels = _labels(samples)
-        held = f"{len(samples)} texts" + (
-            f" ({sum(labels)} members, {len(labels) - sum(labels)} non-members)" if labels is not None else ""
-        )
-        if total is not None and len(samples) != total:
-            what, fix = (
-                ("is incomplete", "a complete samples file")
-                if len(samples) < total
-                else (
-                    "holds more texts than the run scored (a samples file of another run of this task, left from "
-                    "an earlier run into the same folder?)",
-                    "a samples file of this run",
-                )
-            )
-            return Counts(
-                total,
-                problem=(
-                    f"the samples file {file} {what}: it holds {held}, but the results JSON {self.file.name} "
-                    f"counts {total} texts scored, and its AUCs and TPRs are computed from all {total}. Member "
-                    "and non-member counts, plots and the FPR-budget marks (†) are left out for this task; re-run "
-                    f"lm_eval with --log_samples for {fix}."
-                ),
-            )
-        if labels is None:
-            return Counts(total, problem=f"the samples file {file} holds no labelled metric")
-        return Counts(len(samples), sum(labels), len(labels) - sum(labels))
+        return total if isinstance(total, int) and not isinstance(total, bool) else None
+
+    def counts(self, task: str) -> Counts:
+        """The texts ``task`` scored (:func:`pdd_tasks.tools.results.counts.counts_of` its total and its
+        samples file)."""
+        return counts_of(self.total(task), self.samples_file(task), self.samples(task), self.file.name)
 
 
 def model_identity(name: str) -> str:
@@ -292,21 +205,37 @@ def model_identity(name: str) -> str:
     return os.path.normpath(name)
 
 
-def model_spellings(runs: list[Run]) -> list[str]:
-    """A warning line per model that ``runs`` (those read so far) name in more than one way
-    (:func:`model_identity`): the names, a run of each, and that the report takes them as one model;
-    none where every model is named one way."""
+#: The line for one model named in several ways (:func:`model_spellings`): ``{count}`` names, ``{names}``
+#: (``'name' in <results file>``, ...), ``{identity}``; the warning on stderr, and the contamination board's note.
+SPELLINGS_LINE = (
+    "the runs name one model in {count} ways ({names}); all are {identity}, so the report takes them as one model "
+    "(one row of the contamination leaderboard, one Holm family). Name a model one way in every run to keep this "
+    "warning away."
+)
+
+
+def spelling_lines(runs: list[Run]) -> list[str]:
+    """:data:`SPELLINGS_LINE` of each model that ``runs`` name in more than one way (:func:`model_identity`),
+    each name with the first run that gives it; none where every model is named one way."""
     names: dict[str, dict[str, Run]] = {}
-    for run in (run for run in runs if "_checked" in run.__dict__):
+    for run in runs:
         names.setdefault(run.model_identity, {}).setdefault(run.model, run)
     return [
-        f"warning: the runs name one model in {len(spelt)} ways ("
-        + ", ".join(f"{name!r} in {run.file}" for name, run in spelt.items())
-        + f"); all are {identity}, so the report takes them as one model (one row of the contamination "
-        "leaderboard, one Holm family). Name a model one way in every run to keep this warning away."
+        SPELLINGS_LINE.format(
+            count=len(spelt),
+            names=", ".join(f"{name!r} in {run.file}" for name, run in spelt.items()),
+            identity=identity,
+        )
         for identity, spelt in names.items()
         if len(spelt) > 1
     ]
+
+
+def model_spellings(runs: list[Run]) -> list[str]:
+    """A warning line per model that ``runs`` (those read so far) name in more than one way
+    (:func:`spelling_lines`): the names, a run of each, and that the report takes them as one model;
+    none where every model is named one way."""
+    return [f"warning: {line}" for line in spelling_lines([run for run in runs if "_checked" in run.__dict__])]
 
 
 def find_runs(paths: list[Path]) -> list[Run]:
@@ -328,3 +257,56 @@ def lowercase_off(results: dict, task: str) -> bool:
     """Whether the task ran with ``lowercase: false`` (e.g. Chinese text, which has no letter case)."""
     metadata = results.get("configs", {}).get(task, {}).get("metadata") or {}
     return metadata.get("lowercase") is False
+
+
+@dataclass(frozen=True)
+class TaskRead:
+    """One labelled pdd task of one run, as read (:func:`read_labelled_runs`)."""
+
+    run: Run
+    task: str
+    values: dict  # the results JSON's values of the task
+    settings: ScoringSettings
+    counts: Counts  # the texts scored; classes only where the samples file holds the results' texts
+    too_few: str | None  # :meth:`Counts.too_few`
+    samples: list[dict] | None  # None without a samples file, or where it is not the results' texts
+
+
+@dataclass(frozen=True)
+class RunsRead:
+    """Every run under the paths given (in the order given) and what a report needs of them
+    (:func:`read_labelled_runs`): ``labelled``, each run's labelled pdd tasks (:func:`pdd_tasks_of`);
+    ``tasks``, each of them read; ``bad_values`` and ``spellings``, the warnings about the runs
+    (:func:`bad_value_lines`, :func:`model_spellings`)."""
+
+    runs: list[Run]
+    labelled: dict[Run, list[str]]
+    tasks: list[TaskRead]
+    bad_values: list[str]
+    spellings: list[str]
+
+
+def _read_task(run: Run, task: str) -> TaskRead:
+    """``task`` of ``run``: its values, settings and total, then its samples file and the counts from it."""
+    settings, total, file = task_settings(run.results, task), run.total(task), run.samples_file(task)
+    samples = run.samples(task)
+    counts = counts_of(total, file, samples, run.file.name)
+    kept = samples if counts.members is not None else None
+    return TaskRead(run, task, run.results["results"][task], settings, counts, counts.too_few(), kept)
+
+
+def read_labelled_runs(paths: list[Path]) -> RunsRead:
+    """Every run under ``paths`` (:func:`find_runs`), its results JSON checked, and per run and labelled pdd
+    task its values, settings, counts and (where the samples file holds the texts the results JSON counts)
+    its samples, in one pass (:class:`RunsRead`). A samples file that cannot be read raises
+    :class:`SamplesError` once the warnings about the runs are printed."""
+    runs = find_runs(paths)
+    labelled = {run: pdd_tasks_of(run.results) for run in runs}  # every results JSON read and checked
+    bad, spellings = bad_value_lines(runs), model_spellings(runs)
+    try:
+        tasks = [_read_task(run, task) for run in runs for task in labelled[run]]
+    except BaseException:
+        for line in [*bad, *spellings]:
+            print(line, file=sys.stderr)
+        raise
+    return RunsRead(runs, labelled, tasks, bad, spellings)
