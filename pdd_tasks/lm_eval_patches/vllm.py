@@ -240,7 +240,8 @@ register(
         ),
         changes="models/vllm_causallms.py: VLLM._loglikelihood_tokens",
         when="once lm-eval has imported its vLLM backend (a --model vllm model exists)",
-        targets=lambda: [(cls, "_loglikelihood_tokens") for cls in _vllm()],
+        # where the class has the method (lm-eval 0.4.13's VLLM does; a class standing in for it may not)
+        targets=lambda: [(cls, "_loglikelihood_tokens") for cls in _vllm() if hasattr(cls, "_loglikelihood_tokens")],
         replacement=_sharing_passes,
     ),
     VLLM_PROMPT_LOGPROB_ARRAYS := Patch(
